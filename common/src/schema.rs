@@ -1,0 +1,306 @@
+//! Table schemas: access groups, column families and their options, table durability.
+//!
+//! Options here are the effective ones: defaults given on a table or access group in HQL are
+//! resolved into each family by the HQL layer before a schema reaches the engine.
+
+use serde::{Deserialize, Serialize};
+
+/// How far a write must get before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// Not logged: durable only once its cell cache is written as a cell store.
+    None,
+    /// Appended to the commit log, not flushed.
+    Log,
+    /// Appended and flushed (to all replicas' memory on a distributed file system).
+    #[default]
+    Flush,
+    /// Appended and synced to stable storage.
+    Sync,
+}
+
+impl Durability {
+    /// The HQL spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::None => "none",
+            Self::Log => "log",
+            Self::Flush => "flush",
+            Self::Sync => "sync",
+        }
+    }
+
+    /// Parses the HQL spelling (case-insensitive).
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "none" => Self::None,
+            "log" => Self::Log,
+            "flush" => Self::Flush,
+            "sync" => Self::Sync,
+            _ => return None,
+        })
+    }
+}
+
+/// Order in which a family's versions are returned. Hypertable's names: `Asc` (the default)
+/// returns newest first, `Desc` oldest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum TimeOrder {
+    #[default]
+    Asc,
+    Desc,
+}
+
+/// Block compression of a cell store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Compressor {
+    None,
+    #[default]
+    Lz4,
+}
+
+/// Which keys a cell store's bloom filter holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum BloomFilterMode {
+    None,
+    #[default]
+    Rows,
+    RowsCols,
+}
+
+/// Bloom filter settings of an access group.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct BloomFilterSpec {
+    pub mode: BloomFilterMode,
+    /// Target false-positive rate; used when `bits_per_item` is not given.
+    pub false_positive: f64,
+    pub bits_per_item: Option<f64>,
+    pub num_hashes: Option<u32>,
+}
+
+impl Default for BloomFilterSpec {
+    fn default() -> Self {
+        Self {
+            mode: BloomFilterMode::Rows,
+            false_positive: 0.01,
+            bits_per_item: None,
+            num_hashes: None,
+        }
+    }
+}
+
+/// An access group: families stored together in their own files.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AccessGroupSpec {
+    pub name: String,
+    pub in_memory: bool,
+    /// Target uncompressed size of a cell-store data block.
+    pub blocksize_bytes: u32,
+    pub compressor: Compressor,
+    pub bloom_filter: BloomFilterSpec,
+    pub replication: Option<u16>,
+}
+
+impl AccessGroupSpec {
+    /// A group with default options.
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            in_memory: false,
+            blocksize_bytes: 64 * 1024,
+            compressor: Compressor::Lz4,
+            bloom_filter: BloomFilterSpec::default(),
+            replication: None,
+        }
+    }
+}
+
+/// A column family with its effective options.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FamilySpec {
+    /// 1..=255; ids are never reused within a table.
+    pub id: u8,
+    pub name: String,
+    pub access_group: String,
+    /// 0 means unlimited.
+    pub max_versions: u32,
+    /// Seconds; 0 means cells never expire.
+    pub ttl_secs: u64,
+    pub time_order: TimeOrder,
+    pub counter: bool,
+    /// Dropped by ALTER TABLE: its cells are no longer returned and compactions drop them.
+    pub deleted: bool,
+}
+
+impl FamilySpec {
+    /// A family with default options in `access_group`.
+    pub fn new(id: u8, name: impl Into<String>, access_group: impl Into<String>) -> Self {
+        Self {
+            id,
+            name: name.into(),
+            access_group: access_group.into(),
+            max_versions: 0,
+            ttl_secs: 0,
+            time_order: TimeOrder::Asc,
+            counter: false,
+            deleted: false,
+        }
+    }
+}
+
+/// A table's schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableSchema {
+    /// Stable id, used in file paths; never reused.
+    pub id: u32,
+    /// Full name including namespace, e.g. `/ns/table`.
+    pub name: String,
+    /// Incremented by every ALTER TABLE.
+    pub generation: u64,
+    pub access_groups: Vec<AccessGroupSpec>,
+    pub families: Vec<FamilySpec>,
+    pub durability: Durability,
+    pub group_commit_interval_ms: u32,
+}
+
+/// Why a schema is not valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    #[error("column family id 0 is reserved (family '{0}')")]
+    ReservedFamilyId(String),
+    #[error("duplicate column family '{0}'")]
+    DuplicateFamily(String),
+    #[error("duplicate column family id {0}")]
+    DuplicateFamilyId(u8),
+    #[error("duplicate access group '{0}'")]
+    DuplicateAccessGroup(String),
+    #[error("column family '{family}' names unknown access group '{group}'")]
+    UnknownAccessGroup { family: String, group: String },
+    #[error("COUNTER column family '{0}' cannot have MAX_VERSIONS or TIME_ORDER DESC")]
+    BadCounter(String),
+    #[error("unknown column family '{0}'")]
+    UnknownFamily(String),
+}
+
+impl TableSchema {
+    /// A schema with one access group `default` and no families.
+    pub fn new(id: u32, name: impl Into<String>) -> Self {
+        Self {
+            id,
+            name: name.into(),
+            generation: 1,
+            access_groups: vec![AccessGroupSpec::new("default")],
+            families: Vec::new(),
+            durability: Durability::Flush,
+            group_commit_interval_ms: 0,
+        }
+    }
+
+    /// Adds a family with default options to `default`, creating the group if needed; returns its id.
+    pub fn add_family(&mut self, name: &str) -> u8 {
+        let id = self.families.iter().map(|f| f.id).max().unwrap_or(0) + 1;
+        if !self.access_groups.iter().any(|g| g.name == "default") {
+            self.access_groups.push(AccessGroupSpec::new("default"));
+        }
+        self.families.push(FamilySpec::new(id, name, "default"));
+        id
+    }
+
+    /// Checks ids, names, group references and option combinations.
+    pub fn validate(&self) -> Result<(), SchemaError> {
+        let mut ids = [false; 256];
+        for (i, g) in self.access_groups.iter().enumerate() {
+            if self.access_groups[..i].iter().any(|o| o.name == g.name) {
+                return Err(SchemaError::DuplicateAccessGroup(g.name.clone()));
+            }
+        }
+        for (i, f) in self.families.iter().enumerate() {
+            if f.id == 0 {
+                return Err(SchemaError::ReservedFamilyId(f.name.clone()));
+            }
+            if ids[f.id as usize] {
+                return Err(SchemaError::DuplicateFamilyId(f.id));
+            }
+            ids[f.id as usize] = true;
+            if !f.deleted
+                && self.families[..i]
+                    .iter()
+                    .any(|o| !o.deleted && o.name == f.name)
+            {
+                return Err(SchemaError::DuplicateFamily(f.name.clone()));
+            }
+            if !self.access_groups.iter().any(|g| g.name == f.access_group) {
+                return Err(SchemaError::UnknownAccessGroup {
+                    family: f.name.clone(),
+                    group: f.access_group.clone(),
+                });
+            }
+            if f.counter && (f.max_versions != 0 || f.time_order == TimeOrder::Desc) {
+                return Err(SchemaError::BadCounter(f.name.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The live family with this name.
+    pub fn family(&self, name: &str) -> Option<&FamilySpec> {
+        self.families.iter().find(|f| !f.deleted && f.name == name)
+    }
+
+    /// The family with this id, live or dropped.
+    pub fn family_by_id(&self, id: u8) -> Option<&FamilySpec> {
+        self.families.iter().find(|f| f.id == id)
+    }
+
+    /// Per family id, the index of its access group in `access_groups` (`None` for unused ids).
+    pub fn group_index_by_family(&self) -> [Option<u8>; 256] {
+        let mut out = [None; 256];
+        for f in &self.families {
+            if let Some(i) = self
+                .access_groups
+                .iter()
+                .position(|g| g.name == f.access_group)
+            {
+                out[f.id as usize] = Some(i as u8);
+            }
+        }
+        out
+    }
+
+    /// Serializes to JSON (the persisted form of a schema).
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("schema serializes")
+    }
+
+    /// Parses the persisted form.
+    pub fn from_json(s: &str) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_catches_bad_schemas() {
+        let mut s = TableSchema::new(1, "/t");
+        s.add_family("a");
+        s.add_family("b");
+        assert!(s.validate().is_ok());
+        let mut dup = s.clone();
+        dup.families[1].name = "a".into();
+        assert_eq!(dup.validate(), Err(SchemaError::DuplicateFamily("a".into())));
+        let mut ctr = s.clone();
+        ctr.families[0].counter = true;
+        ctr.families[0].max_versions = 3;
+        assert_eq!(ctr.validate(), Err(SchemaError::BadCounter("a".into())));
+        let mut ag = s.clone();
+        ag.families[0].access_group = "nope".into();
+        assert!(matches!(ag.validate(), Err(SchemaError::UnknownAccessGroup { .. })));
+        let back = TableSchema::from_json(&s.to_json()).unwrap();
+        assert_eq!(back, s);
+    }
+}

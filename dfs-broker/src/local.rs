@@ -1,0 +1,332 @@
+//! The `local` backend: a directory of the local file system.
+//!
+//! `append(Flush)` hands data to the kernel with write(2), which survives the death of the
+//! process; `append(Sync)` also calls fdatasync. Calls are plain blocking syscalls: the engine
+//! calls them from blocking threads, and they are short except for sync.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::{AppendFlag, DirEntry, Fs, FsError, FsReader, FsResult, FsWriter, check_path};
+
+/// Size of the user-space buffer that holds `append(None)` data.
+const WRITE_BUFFER_BYTES: usize = 256 * 1024;
+
+/// A directory of the local file system used as an ht file system.
+#[derive(Debug, Clone)]
+pub struct LocalFs {
+    root: PathBuf,
+}
+
+fn io_err(op: &'static str, path: &str, e: io::Error) -> FsError {
+    match e.kind() {
+        io::ErrorKind::NotFound => FsError::NotFound {
+            op,
+            path: path.to_string(),
+        },
+        io::ErrorKind::AlreadyExists => FsError::AlreadyExists {
+            op,
+            path: path.to_string(),
+        },
+        io::ErrorKind::DirectoryNotEmpty => FsError::DirectoryNotEmpty {
+            op,
+            path: path.to_string(),
+        },
+        io::ErrorKind::IsADirectory => FsError::IsADirectory {
+            op,
+            path: path.to_string(),
+        },
+        io::ErrorKind::NotADirectory => FsError::NotADirectory {
+            op,
+            path: path.to_string(),
+        },
+        _ => FsError::Io {
+            op,
+            path: path.to_string(),
+            source: e,
+        },
+    }
+}
+
+impl LocalFs {
+    /// A file system rooted at `root`, which is created if missing.
+    pub fn new(root: impl Into<PathBuf>) -> FsResult<Self> {
+        let root = root.into();
+        fs::create_dir_all(&root).map_err(|e| io_err("mkdirs", &root.to_string_lossy(), e))?;
+        Ok(Self { root })
+    }
+
+    /// The local directory this file system lives in.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    fn real(&self, op: &'static str, path: &str) -> FsResult<PathBuf> {
+        check_path(op, path)?;
+        Ok(self.root.join(path.trim_start_matches('/')))
+    }
+}
+
+fn sync_dir(dir: &Path) {
+    // Makes a create/rename durable; failure is not fatal for correctness of reads.
+    if let Ok(d) = File::open(dir) {
+        let _ = d.sync_all();
+    }
+}
+
+#[async_trait]
+impl Fs for LocalFs {
+    async fn create(&self, path: &str, overwrite: bool) -> FsResult<Box<dyn FsWriter>> {
+        let real = self.real("create", path)?;
+        if let Some(parent) = real.parent() {
+            fs::create_dir_all(parent).map_err(|e| io_err("create", path, e))?;
+        }
+        if real.is_dir() {
+            return Err(FsError::IsADirectory {
+                op: "create",
+                path: path.to_string(),
+            });
+        }
+        let mut oo = OpenOptions::new();
+        oo.write(true);
+        if overwrite {
+            oo.create(true).truncate(true);
+        } else {
+            oo.create_new(true);
+        }
+        let file = oo.open(&real).map_err(|e| io_err("create", path, e))?;
+        if let Some(parent) = real.parent() {
+            sync_dir(parent);
+        }
+        Ok(Box::new(LocalWriter {
+            file: Some(file),
+            path: path.to_string(),
+            buf: Vec::new(),
+            written: 0,
+        }))
+    }
+
+    async fn open(&self, path: &str) -> FsResult<Arc<dyn FsReader>> {
+        let real = self.real("open", path)?;
+        let file = File::open(&real).map_err(|e| io_err("open", path, e))?;
+        let meta = file.metadata().map_err(|e| io_err("open", path, e))?;
+        if meta.is_dir() {
+            return Err(FsError::IsADirectory {
+                op: "open",
+                path: path.to_string(),
+            });
+        }
+        Ok(Arc::new(LocalReader {
+            file,
+            path: path.to_string(),
+        }))
+    }
+
+    async fn length(&self, path: &str) -> FsResult<u64> {
+        let real = self.real("length", path)?;
+        let meta = fs::metadata(&real).map_err(|e| io_err("length", path, e))?;
+        if meta.is_dir() {
+            return Err(FsError::IsADirectory {
+                op: "length",
+                path: path.to_string(),
+            });
+        }
+        Ok(meta.len())
+    }
+
+    async fn remove(&self, path: &str) -> FsResult<()> {
+        let real = self.real("remove", path)?;
+        if real.is_dir() {
+            return Err(FsError::IsADirectory {
+                op: "remove",
+                path: path.to_string(),
+            });
+        }
+        fs::remove_file(&real).map_err(|e| io_err("remove", path, e))
+    }
+
+    async fn rmdir(&self, path: &str, recursive: bool) -> FsResult<()> {
+        let real = self.real("rmdir", path)?;
+        let meta = fs::metadata(&real).map_err(|e| io_err("rmdir", path, e))?;
+        if !meta.is_dir() {
+            return Err(FsError::NotADirectory {
+                op: "rmdir",
+                path: path.to_string(),
+            });
+        }
+        if recursive {
+            fs::remove_dir_all(&real).map_err(|e| io_err("rmdir", path, e))
+        } else {
+            fs::remove_dir(&real).map_err(|e| io_err("rmdir", path, e))
+        }
+    }
+
+    async fn rename(&self, from: &str, to: &str) -> FsResult<()> {
+        let rf = self.real("rename", from)?;
+        let rt = self.real("rename", to)?;
+        if !rf.exists() {
+            return Err(FsError::NotFound {
+                op: "rename",
+                path: from.to_string(),
+            });
+        }
+        if rt.exists() {
+            return Err(FsError::AlreadyExists {
+                op: "rename",
+                path: to.to_string(),
+            });
+        }
+        if let Some(parent) = rt.parent() {
+            fs::create_dir_all(parent).map_err(|e| io_err("rename", to, e))?;
+        }
+        fs::rename(&rf, &rt).map_err(|e| io_err("rename", from, e))?;
+        if let Some(parent) = rt.parent() {
+            sync_dir(parent);
+        }
+        Ok(())
+    }
+
+    async fn mkdirs(&self, path: &str) -> FsResult<()> {
+        let real = self.real("mkdirs", path)?;
+        fs::create_dir_all(&real).map_err(|e| io_err("mkdirs", path, e))
+    }
+
+    async fn readdir(&self, path: &str) -> FsResult<Vec<DirEntry>> {
+        let real = self.real("readdir", path)?;
+        let rd = fs::read_dir(&real).map_err(|e| io_err("readdir", path, e))?;
+        let mut out = Vec::new();
+        for ent in rd {
+            let ent = ent.map_err(|e| io_err("readdir", path, e))?;
+            let meta = ent.metadata().map_err(|e| io_err("readdir", path, e))?;
+            out.push(DirEntry {
+                name: ent.file_name().to_string_lossy().into_owned(),
+                is_dir: meta.is_dir(),
+                length: if meta.is_dir() { 0 } else { meta.len() },
+            });
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    async fn exists(&self, path: &str) -> FsResult<bool> {
+        let real = self.real("exists", path)?;
+        Ok(real.exists())
+    }
+
+    fn url(&self) -> String {
+        format!("file://{}", self.root.display())
+    }
+}
+
+struct LocalWriter {
+    file: Option<File>,
+    path: String,
+    buf: Vec<u8>,
+    /// Bytes handed to the kernel.
+    written: u64,
+}
+
+impl LocalWriter {
+    fn file(&mut self, op: &'static str) -> FsResult<&mut File> {
+        match self.file.as_mut() {
+            Some(f) => Ok(f),
+            None => Err(FsError::Closed {
+                op,
+                path: self.path.clone(),
+            }),
+        }
+    }
+
+    fn write_out(&mut self, op: &'static str) -> FsResult<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let buf = std::mem::take(&mut self.buf);
+        let path = self.path.clone();
+        self.file(op)?
+            .write_all(&buf)
+            .map_err(|e| io_err(op, &path, e))?;
+        self.written += buf.len() as u64;
+        self.buf = buf;
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl FsWriter for LocalWriter {
+    async fn append(&mut self, data: &[u8], flag: AppendFlag) -> FsResult<()> {
+        self.file("append")?;
+        if flag == AppendFlag::None && self.buf.len() + data.len() <= WRITE_BUFFER_BYTES {
+            self.buf.extend_from_slice(data);
+            return Ok(());
+        }
+        self.write_out("append")?;
+        let path = self.path.clone();
+        let f = self.file("append")?;
+        f.write_all(data).map_err(|e| io_err("append", &path, e))?;
+        if flag == AppendFlag::Sync {
+            f.sync_data().map_err(|e| io_err("append", &path, e))?;
+        }
+        self.written += data.len() as u64;
+        Ok(())
+    }
+
+    fn position(&self) -> u64 {
+        self.written + self.buf.len() as u64
+    }
+
+    async fn close(&mut self) -> FsResult<()> {
+        if self.file.is_none() {
+            return Ok(());
+        }
+        self.write_out("close")?;
+        let path = self.path.clone();
+        let f = self.file("close")?;
+        f.sync_data().map_err(|e| io_err("close", &path, e))?;
+        self.file = None;
+        Ok(())
+    }
+
+    fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+struct LocalReader {
+    file: File,
+    path: String,
+}
+
+#[async_trait]
+impl FsReader for LocalReader {
+    async fn pread(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        match self.file.read_exact_at(&mut buf, offset) {
+            Ok(()) => Ok(buf),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(FsError::ReadPastEnd {
+                path: self.path.clone(),
+                offset,
+                len,
+                file_len: self.file.metadata().map(|m| m.len()).unwrap_or(0),
+            }),
+            Err(e) => Err(io_err("pread", &self.path, e)),
+        }
+    }
+
+    async fn length(&self) -> FsResult<u64> {
+        self.file
+            .metadata()
+            .map(|m| m.len())
+            .map_err(|e| io_err("length", &self.path, e))
+    }
+
+    fn path(&self) -> &str {
+        &self.path
+    }
+}

@@ -1,0 +1,1 @@
+//! The shared, bounded cache of decompressed cell-store blocks.

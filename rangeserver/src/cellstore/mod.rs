@@ -1,0 +1,1 @@
+//! Cell store format v1: writer, reader and scanner (docs/formats/cellstore.md).

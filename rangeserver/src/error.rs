@@ -1,0 +1,61 @@
+//! The engine's error type: rich inside, with a coarse [`ErrorKind`] for callers at the edge.
+
+use common::ErrorKind;
+use common::key::KeyError;
+use common::schema::SchemaError;
+use dfs_broker::FsError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Fs(#[from] FsError),
+    /// A block, header or record whose checksum does not match: the data is not returned.
+    #[error("checksum mismatch in {file} at offset {offset}: {what}")]
+    Checksum {
+        file: String,
+        offset: u64,
+        what: String,
+    },
+    /// Data that passed its checksum but does not parse, or a file that is not what it claims.
+    #[error("corrupt data in {file} at offset {offset}: {msg}")]
+    Corrupt {
+        file: String,
+        offset: u64,
+        msg: String,
+    },
+    #[error("{file}: unsupported format version {version}")]
+    UnsupportedVersion { file: String, version: u32 },
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    #[error(transparent)]
+    Schema(#[from] SchemaError),
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+    #[error("table {0} does not exist")]
+    NoSuchTable(String),
+    #[error("table {0} exists already")]
+    TableExists(String),
+    #[error("the engine is closed")]
+    Closed,
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The coarse kind for callers deciding what to do.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::Fs(e) => e.kind(),
+            Self::Checksum { .. } | Self::Corrupt { .. } | Self::UnsupportedVersion { .. } => {
+                ErrorKind::Corruption
+            }
+            Self::Key(_) | Self::Schema(_) | Self::InvalidInput(_) => ErrorKind::InvalidInput,
+            Self::NoSuchTable(_) => ErrorKind::NotFound,
+            Self::TableExists(_) => ErrorKind::AlreadyExists,
+            Self::Closed => ErrorKind::Unavailable,
+            Self::Internal(_) => ErrorKind::Internal,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

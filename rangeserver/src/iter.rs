@@ -1,0 +1,76 @@
+//! The seekable cursor every sorted source of cells implements (cell cache, cell store, merge).
+//!
+//! Keys are encoded keys (`common::key`), so sources compare them with plain byte order.
+
+use crate::error::Result;
+
+/// A cursor over cells in ascending key order, in the style of LevelDB's iterators.
+///
+/// After `seek` or `next`, `valid()` says whether the cursor stands on a cell; `key()` and
+/// `value()` may only be called while it does.
+pub trait CellIter: Send {
+    /// Positions the cursor at the first cell whose key is `>= key`. Sources backed by files use
+    /// their index to skip whole blocks rather than read past cells.
+    fn seek(&mut self, key: &[u8]) -> Result<()>;
+    /// True while the cursor stands on a cell.
+    fn valid(&self) -> bool;
+    /// The encoded key of the current cell.
+    fn key(&self) -> &[u8];
+    /// The value of the current cell.
+    fn value(&self) -> &[u8];
+    /// Moves to the next cell.
+    fn next(&mut self) -> Result<()>;
+}
+
+impl<T: CellIter + ?Sized> CellIter for Box<T> {
+    fn seek(&mut self, key: &[u8]) -> Result<()> {
+        (**self).seek(key)
+    }
+    fn valid(&self) -> bool {
+        (**self).valid()
+    }
+    fn key(&self) -> &[u8] {
+        (**self).key()
+    }
+    fn value(&self) -> &[u8] {
+        (**self).value()
+    }
+    fn next(&mut self) -> Result<()> {
+        (**self).next()
+    }
+}
+
+/// A cursor over a sorted vector of owned cells (tests, small in-memory sources).
+#[derive(Debug, Default)]
+pub struct VecIter {
+    cells: Vec<(Vec<u8>, Vec<u8>)>,
+    pos: usize,
+}
+
+impl VecIter {
+    /// `cells` must be sorted by key.
+    pub fn new(cells: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
+        debug_assert!(cells.windows(2).all(|w| w[0].0 <= w[1].0));
+        Self { pos: cells.len(), cells }
+    }
+}
+
+impl CellIter for VecIter {
+    fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.pos = self.cells.partition_point(|(k, _)| k.as_slice() < key);
+        Ok(())
+    }
+    fn valid(&self) -> bool {
+        self.pos < self.cells.len()
+    }
+    fn key(&self) -> &[u8] {
+        &self.cells[self.pos].0
+    }
+    fn value(&self) -> &[u8] {
+        &self.cells[self.pos].1
+    }
+    fn next(&mut self) -> Result<()> {
+        self.pos += 1;
+        Ok(())
+    }
+}

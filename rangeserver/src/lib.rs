@@ -1,0 +1,13 @@
+//! ht's storage engine and the range server around it.
+//!
+//! The engine ([`engine::Engine`]) owns ranges of tables; each range has access groups, each
+//! access group a cell cache and a set of cell stores. Writes go through the commit log. All file
+//! I/O goes through `dfs_broker::Fs`; there is no network code here.
+
+pub mod block_cache;
+pub mod cellstore;
+pub mod commitlog;
+pub mod error;
+pub mod iter;
+
+pub use error::{Error, Result};
