@@ -5,9 +5,12 @@
 //! I/O goes through `dfs_broker::Fs`; there is no network code here.
 
 pub mod block_cache;
+pub mod cellcache;
 pub mod cellstore;
 pub mod commitlog;
 pub mod error;
 pub mod iter;
+pub mod merge;
+pub mod scan;
 
 pub use error::{Error, Result};

@@ -1,0 +1,351 @@
+//! The cell cache: a concurrent sorted in-memory map of cells with exact memory accounting.
+//!
+//! Key and value bytes live in an arena of large chunks that never move; the ordered index is a
+//! `BTreeSet` of small slots pointing into the arena, behind one `RwLock`. Writers insert whole
+//! batches under one write lock. Readers copy slots (16 bytes each) out in chunks under the read
+//! lock and read the bytes without it: arena bytes are immutable once written and live as long as
+//! the cache, which the reader keeps alive through an `Arc`.
+//!
+//! Memory accounting: [`CellCache::memory_bytes`] is the arena capacity allocated plus the slots'
+//! share of the index (slot size times an upper bound on B-tree node overhead).
+
+use std::cmp::Ordering;
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering as AtomicOrdering};
+
+use parking_lot::RwLock;
+
+use crate::error::Result;
+use crate::iter::CellIter;
+
+/// Arena chunk size; a cell larger than this gets a chunk of its own.
+const CHUNK_BYTES: usize = 1 << 20;
+/// Index bytes charged per cell: the slot, plus B-tree nodes that are on average about 2/3 full
+/// with 11 slots and child pointers each (an upper bound, so the limit is never underestimated).
+const INDEX_BYTES_PER_CELL: u64 = 40;
+/// Slots copied per refill by a reader.
+const READ_CHUNK_CELLS: usize = 512;
+
+/// Points at `klen` key bytes followed by `vlen` value bytes in the arena.
+#[derive(Clone, Copy)]
+struct Slot {
+    ptr: *const u8,
+    klen: u32,
+    vlen: u32,
+}
+
+// SAFETY: a slot points into an arena chunk that is never mutated after the bytes are written
+// and never freed before the `Inner` that owns both the chunk and the slot.
+unsafe impl Send for Slot {}
+// SAFETY: as above; slots are read-only views.
+unsafe impl Sync for Slot {}
+
+impl Slot {
+    fn key(&self) -> &[u8] {
+        // SAFETY: see the `Send` impl: the bytes are initialised, immutable and alive.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.klen as usize) }
+    }
+
+    fn value(&self) -> &[u8] {
+        // SAFETY: as in `key`; the value follows the key in the same allocation.
+        unsafe {
+            std::slice::from_raw_parts(self.ptr.add(self.klen as usize), self.vlen as usize)
+        }
+    }
+}
+
+impl PartialEq for Slot {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+impl Eq for Slot {}
+impl PartialOrd for Slot {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Slot {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(other.key())
+    }
+}
+
+impl std::borrow::Borrow<[u8]> for Slot {
+    fn borrow(&self) -> &[u8] {
+        self.key()
+    }
+}
+
+struct Inner {
+    index: BTreeSet<Slot>,
+    chunks: Vec<Vec<u8>>,
+    arena_bytes: u64,
+}
+
+impl Inner {
+    fn alloc(&mut self, key: &[u8], value: &[u8]) -> Slot {
+        let need = key.len() + value.len();
+        let fits = self
+            .chunks
+            .last()
+            .is_some_and(|c| c.capacity() - c.len() >= need);
+        if !fits {
+            let cap = need.max(CHUNK_BYTES);
+            self.chunks.push(Vec::with_capacity(cap));
+            self.arena_bytes += cap as u64;
+        }
+        let chunk = self.chunks.last_mut().expect("a chunk was just ensured");
+        let start = chunk.len();
+        // Never grows past capacity, so earlier slots into this chunk stay valid.
+        chunk.extend_from_slice(key);
+        chunk.extend_from_slice(value);
+        Slot {
+            ptr: chunk[start..].as_ptr(),
+            klen: key.len() as u32,
+            vlen: value.len() as u32,
+        }
+    }
+}
+
+/// A sorted in-memory map from encoded keys to values.
+pub struct CellCache {
+    inner: RwLock<Inner>,
+    memory_bytes: AtomicU64,
+    cells: AtomicU64,
+    /// Smallest and largest revision inserted (i64::MAX / i64::MIN while empty).
+    min_revision: AtomicI64,
+    max_revision: AtomicI64,
+}
+
+impl std::fmt::Debug for CellCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CellCache({} cells, {} bytes)",
+            self.len(),
+            self.memory_bytes()
+        )
+    }
+}
+
+impl Default for CellCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CellCache {
+    pub fn new() -> Self {
+        Self {
+            inner: RwLock::new(Inner {
+                index: BTreeSet::new(),
+                chunks: Vec::new(),
+                arena_bytes: 0,
+            }),
+            memory_bytes: AtomicU64::new(0),
+            cells: AtomicU64::new(0),
+            min_revision: AtomicI64::new(i64::MAX),
+            max_revision: AtomicI64::new(i64::MIN),
+        }
+    }
+
+    /// Inserts cells (encoded key, value, revision) under one lock. A key already present is
+    /// replaced (it can only be the same cell again, as keys carry their revision).
+    /// Returns the growth of `memory_bytes`.
+    pub fn insert_batch<'a>(&self, cells: impl IntoIterator<Item = (&'a [u8], &'a [u8], i64)>) -> u64 {
+        let mut inner = self.inner.write();
+        let before = inner.arena_bytes + inner.index.len() as u64 * INDEX_BYTES_PER_CELL;
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        for (key, value, rev) in cells {
+            lo = lo.min(rev);
+            hi = hi.max(rev);
+            let slot = inner.alloc(key, value);
+            inner.index.replace(slot);
+        }
+        let after = inner.arena_bytes + inner.index.len() as u64 * INDEX_BYTES_PER_CELL;
+        self.cells.store(inner.index.len() as u64, AtomicOrdering::Relaxed);
+        self.memory_bytes.store(after, AtomicOrdering::Release);
+        self.min_revision.fetch_min(lo, AtomicOrdering::AcqRel);
+        self.max_revision.fetch_max(hi, AtomicOrdering::AcqRel);
+        after - before
+    }
+
+    /// Bytes of memory held (arena plus index), exactly as charged against the cache limit.
+    pub fn memory_bytes(&self) -> u64 {
+        self.memory_bytes.load(AtomicOrdering::Acquire)
+    }
+
+    pub fn len(&self) -> u64 {
+        self.cells.load(AtomicOrdering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The smallest revision inserted, if any.
+    pub fn min_revision(&self) -> Option<i64> {
+        let v = self.min_revision.load(AtomicOrdering::Acquire);
+        (v != i64::MAX).then_some(v)
+    }
+
+    /// The largest revision inserted, if any.
+    pub fn max_revision(&self) -> Option<i64> {
+        let v = self.max_revision.load(AtomicOrdering::Acquire);
+        (v != i64::MIN).then_some(v)
+    }
+
+    /// Calls `f` for every cell with key in `[from, to)` in order, under the read lock.
+    pub fn for_each_in(&self, from: &[u8], to: Option<&[u8]>, mut f: impl FnMut(&[u8], &[u8])) {
+        let inner = self.inner.read();
+        let upper = match to {
+            Some(t) => Bound::Excluded(t),
+            None => Bound::Unbounded,
+        };
+        for s in inner
+            .index
+            .range::<[u8], _>((Bound::Included(from), upper))
+        {
+            f(s.key(), s.value());
+        }
+    }
+
+    /// A cursor over the cache (call `seek` first).
+    pub fn iter(self: &Arc<Self>) -> CellCacheIter {
+        CellCacheIter {
+            cache: self.clone(),
+            buf: Vec::with_capacity(READ_CHUNK_CELLS),
+            pos: 0,
+            exhausted: true,
+        }
+    }
+
+    fn fill(&self, from: Bound<&[u8]>, out: &mut Vec<Slot>) -> bool {
+        out.clear();
+        let inner = self.inner.read();
+        out.extend(
+            inner
+                .index
+                .range::<[u8], _>((from, Bound::Unbounded))
+                .take(READ_CHUNK_CELLS)
+                .copied(),
+        );
+        out.len() < READ_CHUNK_CELLS
+    }
+}
+
+/// A cursor over a cell cache that sees cells inserted while it runs, past its position.
+pub struct CellCacheIter {
+    cache: Arc<CellCache>,
+    buf: Vec<Slot>,
+    pos: usize,
+    /// The last fill reached the end of the index.
+    exhausted: bool,
+}
+
+impl CellIter for CellCacheIter {
+    fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.exhausted = self.cache.fill(Bound::Included(key), &mut self.buf);
+        self.pos = 0;
+        Ok(())
+    }
+
+    fn valid(&self) -> bool {
+        self.pos < self.buf.len()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.buf[self.pos].key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.buf[self.pos].value()
+    }
+
+    fn next(&mut self) -> Result<()> {
+        self.pos += 1;
+        if self.pos >= self.buf.len() && !self.exhausted && !self.buf.is_empty() {
+            let last = *self.buf.last().expect("non-empty");
+            self.exhausted = self.cache.fill(Bound::Excluded(last.key()), &mut self.buf);
+            self.pos = 0;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sorted_replacing_and_accounted() {
+        let c = Arc::new(CellCache::new());
+        assert!(c.is_empty());
+        let grew = c.insert_batch([
+            (&b"b"[..], &b"2"[..], 5),
+            (&b"a"[..], &b"1"[..], 3),
+            (&b"c"[..], &b"3"[..], 9),
+        ]);
+        assert!(grew >= CHUNK_BYTES as u64);
+        c.insert_batch([(&b"b"[..], &b"2"[..], 5)]);
+        assert_eq!(c.len(), 3);
+        assert_eq!(c.min_revision(), Some(3));
+        assert_eq!(c.max_revision(), Some(9));
+        let mut it = c.iter();
+        it.seek(b"").unwrap();
+        let mut seen = Vec::new();
+        while it.valid() {
+            seen.push((it.key().to_vec(), it.value().to_vec()));
+            it.next().unwrap();
+        }
+        assert_eq!(
+            seen,
+            vec![
+                (b"a".to_vec(), b"1".to_vec()),
+                (b"b".to_vec(), b"2".to_vec()),
+                (b"c".to_vec(), b"3".to_vec())
+            ]
+        );
+        it.seek(b"bb").unwrap();
+        assert_eq!(it.key(), b"c");
+    }
+
+    #[test]
+    fn iterates_across_refills_and_sees_later_inserts() {
+        let c = Arc::new(CellCache::new());
+        let keys: Vec<Vec<u8>> = (0..2000u32).map(|i| (i * 2).to_be_bytes().to_vec()).collect();
+        c.insert_batch(keys.iter().map(|k| (&k[..], &b"v"[..], 1)));
+        let mut it = c.iter();
+        it.seek(b"").unwrap();
+        let mut n = 0;
+        while it.valid() {
+            if n == 10 {
+                let late = 4001u32.to_be_bytes();
+                c.insert_batch([(&late[..], &b"late"[..], 2)]);
+            }
+            n += 1;
+            it.next().unwrap();
+        }
+        assert_eq!(n, 2001);
+        let mut total = 0;
+        c.for_each_in(&0u32.to_be_bytes(), Some(&10u32.to_be_bytes()), |_, _| total += 1);
+        assert_eq!(total, 5);
+    }
+
+    #[test]
+    fn big_cells_get_their_own_chunk() {
+        let c = CellCache::new();
+        let big = vec![7u8; CHUNK_BYTES * 2];
+        c.insert_batch([(&b"k"[..], &big[..], 1)]);
+        let mut got = 0;
+        c.for_each_in(b"", None, |_, v| {
+            assert_eq!(v, &big[..]);
+            got += 1;
+        });
+        assert_eq!(got, 1);
+        assert!(c.memory_bytes() >= 2 * CHUNK_BYTES as u64);
+    }
+}

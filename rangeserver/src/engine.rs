@@ -1,0 +1,1295 @@
+//! The engine API that the range server, the embedded database and the tests all use: open,
+//! create/alter/drop tables, apply a batch (returns once durable at the table's level), scan,
+//! compact, split, close.
+//!
+//! Blocking calls ([`Engine::apply`], [`Engine::scan`], ...) must run on plain threads (or
+//! `spawn_blocking`), never inside an async task; `*_async` wrappers do that for async callers.
+//!
+//! Write path: validate -> take the apply gate (shared) -> assign revisions -> one commit-log
+//! append (group commit) -> insert into the cell caches -> release the gate. A freeze takes the
+//! gate exclusively, so every cell with revision <= the freeze point is in the frozen cache or
+//! earlier, and replay can skip exactly the cells a cell store already holds.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Bound;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use common::key::{self, CellFlag, KeyRef};
+use common::{Durability, TableSchema, TimeOrder};
+use dfs_broker::{BlockingFs, Fs, join};
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use crate::block_cache::BlockCache;
+use crate::cellcache::CellCache;
+use crate::cellstore::CellStore;
+use crate::commitlog::{CommitLog, CommitLogOptions};
+use crate::error::{Error, Result};
+use crate::iter::CellIter;
+use crate::maintenance::{self, Task};
+use crate::merge::MergeIter;
+use crate::meta::{GroupRecord, MetaLog, MetaOp, RangeRecord};
+use crate::range::{AccessGroup, GroupState, Range};
+use crate::scan::SpecFilter;
+use crate::scan::spec::{QualifierMatch, ScanSpec};
+use crate::scan::visible::{FamilyRule, Mode, VisibleCells, VisibleOptions};
+
+/// A source of wall-clock time, injectable for tests of TTL and timestamps.
+pub trait Clock: Send + Sync {
+    /// Nanoseconds since the Unix epoch.
+    fn now_ns(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ns(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0)
+    }
+}
+
+/// Engine settings; every queue, cache and buffer limit is here.
+#[derive(Clone)]
+pub struct EngineOptions {
+    /// Bound on all cell caches together; writers wait while it is exceeded.
+    pub cell_cache_limit_bytes: u64,
+    /// One access group's active cache is written out past this size.
+    pub cell_cache_flush_bytes: u64,
+    /// Shared block cache size.
+    pub block_cache_bytes: u64,
+    pub commit_log: CommitLogOptions,
+    /// A range is split once it holds more than this; 0 disables automatic splits.
+    pub split_size_bytes: u64,
+    /// A merging compaction runs when a group has more cell stores than this.
+    pub max_stores_per_group: usize,
+    /// Background maintenance threads (compactions, splits): the bound on their concurrency.
+    pub maintenance_threads: usize,
+    /// Bound on the maintenance task queue.
+    pub maintenance_queue_limit: usize,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            cell_cache_limit_bytes: 256 << 20,
+            cell_cache_flush_bytes: 64 << 20,
+            block_cache_bytes: 128 << 20,
+            commit_log: CommitLogOptions::default(),
+            split_size_bytes: 512 << 20,
+            max_stores_per_group: 8,
+            maintenance_threads: 2,
+            maintenance_queue_limit: 1024,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for EngineOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineOptions")
+            .field("cell_cache_limit_bytes", &self.cell_cache_limit_bytes)
+            .field("cell_cache_flush_bytes", &self.cell_cache_flush_bytes)
+            .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("split_size_bytes", &self.split_size_bytes)
+            .field("max_stores_per_group", &self.max_stores_per_group)
+            .field("maintenance_threads", &self.maintenance_threads)
+            .finish()
+    }
+}
+
+/// One cell to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mutation {
+    pub row: Vec<u8>,
+    /// Family id; ignored (0) for `DeleteRow`.
+    pub family: u8,
+    pub qualifier: Vec<u8>,
+    /// `None`: the server assigns one (the cell's revision).
+    pub timestamp: Option<i64>,
+    pub flag: CellFlag,
+    pub value: Vec<u8>,
+}
+
+impl Mutation {
+    /// An insert with a server-assigned timestamp.
+    pub fn insert(row: impl Into<Vec<u8>>, family: u8, qualifier: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Self {
+        Self {
+            row: row.into(),
+            family,
+            qualifier: qualifier.into(),
+            timestamp: None,
+            flag: CellFlag::Insert,
+            value: value.into(),
+        }
+    }
+
+    /// A delete of the given kind.
+    pub fn delete(flag: CellFlag, row: impl Into<Vec<u8>>, family: u8, qualifier: impl Into<Vec<u8>>, timestamp: Option<i64>) -> Self {
+        Self {
+            row: row.into(),
+            family: if flag == CellFlag::DeleteRow { 0 } else { family },
+            qualifier: if matches!(flag, CellFlag::DeleteRow | CellFlag::DeleteColumnFamily) {
+                Vec::new()
+            } else {
+                qualifier.into()
+            },
+            timestamp,
+            flag,
+            value: Vec::new(),
+        }
+    }
+}
+
+/// A cell returned by a scan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanCell {
+    pub key: key::Key,
+    pub value: Vec<u8>,
+}
+
+/// Which compaction to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompactionKind {
+    /// Write the cell caches out as new cell stores.
+    Minor,
+    /// Merge cell stores (without dropping anything).
+    Merging,
+    /// Rewrite each group as one cell store, dropping deletes, expired cells and old versions.
+    Major,
+}
+
+/// A range as reported to callers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeInfo {
+    pub id: u64,
+    pub table_id: u32,
+    pub start_row: Option<Vec<u8>>,
+    pub end_row: Option<Vec<u8>>,
+    pub size_bytes: u64,
+    pub stores: usize,
+    pub cache_bytes: u64,
+}
+
+/// Counters for reports and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub cache_bytes: u64,
+    pub ranges: usize,
+    pub stores: usize,
+    pub minor_compactions: u64,
+    pub merging_compactions: u64,
+    pub major_compactions: u64,
+    pub splits: u64,
+    pub replayed_cells: u64,
+    pub purged_fragments: u64,
+    pub block_cache_hits: u64,
+    pub block_cache_misses: u64,
+}
+
+/// A table as the engine knows it.
+pub(crate) struct TableInfo {
+    pub schema: TableSchema,
+    /// Per family id, the index of its access group.
+    pub group_of: [Option<u8>; 256],
+}
+
+impl TableInfo {
+    fn new(schema: TableSchema) -> Self {
+        Self {
+            group_of: schema.group_index_by_family(),
+            schema,
+        }
+    }
+}
+
+/// Ranges are kept ordered by (table, end row), an unbounded end last.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum RangeEnd {
+    Row(Vec<u8>),
+    Max,
+}
+
+pub(crate) type RangeMap = BTreeMap<(u32, RangeEnd), Arc<Range>>;
+
+/// Counters of work done, updated by maintenance.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub minor: AtomicU64,
+    pub merging: AtomicU64,
+    pub major: AtomicU64,
+    pub splits: AtomicU64,
+    pub replayed: AtomicU64,
+    pub purged: AtomicU64,
+}
+
+pub(crate) struct Inner {
+    pub fs: BlockingFs,
+    pub root: String,
+    pub opts: EngineOptions,
+    pub tables: RwLock<HashMap<u32, Arc<TableInfo>>>,
+    pub ranges: RwLock<RangeMap>,
+    pub log: CommitLog,
+    pub meta: Mutex<MetaLog>,
+    /// Shared by appliers, exclusive for freezes and range swaps.
+    pub gate: RwLock<()>,
+    last_revision: Mutex<i64>,
+    pub block_cache: Arc<BlockCache>,
+    /// Bytes of all cell caches (active and frozen).
+    pub cache_bytes: AtomicU64,
+    pub memory_wait: Mutex<()>,
+    pub memory_cv: Condvar,
+    pub closed: AtomicBool,
+    pub counters: Counters,
+    pub maint: maintenance::Queue,
+    /// Cell stores replaced by compactions, deleted once nothing uses them.
+    pub gc_pending: Mutex<Vec<Arc<CellStore>>>,
+    pub next_range_id: AtomicU64,
+}
+
+impl Inner {
+    /// Allocates `n` consecutive revisions, returning the first. Revisions follow the clock but
+    /// strictly increase even if it steps back.
+    fn alloc_revisions(&self, n: usize) -> i64 {
+        let mut last = self.last_revision.lock();
+        let base = self.opts.clock.now_ns().max(*last + 1);
+        *last = base + n as i64 - 1;
+        base
+    }
+
+    /// The last revision handed out.
+    pub fn current_revision(&self) -> i64 {
+        *self.last_revision.lock()
+    }
+
+    fn observe_revision(&self, rev: i64) {
+        let mut last = self.last_revision.lock();
+        *last = (*last).max(rev);
+    }
+
+    pub fn table(&self, id: u32) -> Result<Arc<TableInfo>> {
+        self.tables
+            .read()
+            .get(&id)
+            .cloned()
+            .ok_or_else(|| Error::NoSuchTable(format!("id {id}")))
+    }
+
+    pub fn tables_dir(&self) -> String {
+        join(&self.root, "tables")
+    }
+
+    /// The directory of a group's cell stores in a range.
+    pub fn store_dir(&self, table_id: u32, group: &str, range_id: u64) -> String {
+        format!("{}/{table_id}/{group}/r{range_id}", self.tables_dir())
+    }
+
+    /// The range of `table` holding `row`.
+    pub fn find_range(map: &RangeMap, table: u32, row: &[u8]) -> Option<Arc<Range>> {
+        let (_, r) = map
+            .range((
+                Bound::Excluded((table, RangeEnd::Row(row.to_vec()))),
+                Bound::Unbounded,
+            ))
+            .next()?;
+        (r.table_id == table && r.contains(row)).then(|| r.clone())
+    }
+
+    pub fn table_ranges(&self, table: u32) -> Vec<Arc<Range>> {
+        self.ranges
+            .read()
+            .range((table, RangeEnd::Row(Vec::new()))..=(table, RangeEnd::Max))
+            .map(|(_, r)| r.clone())
+            .collect()
+    }
+
+    pub fn open_store(&self, path: &str) -> Result<Arc<CellStore>> {
+        CellStore::open(&self.fs, path, self.block_cache.clone())
+    }
+
+    pub fn add_cache_bytes(&self, n: u64) {
+        self.cache_bytes.fetch_add(n, Ordering::AcqRel);
+    }
+
+    pub fn sub_cache_bytes(&self, n: u64) {
+        let _ = self
+            .cache_bytes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(v.saturating_sub(n)));
+        let _g = self.memory_wait.lock();
+        self.memory_cv.notify_all();
+    }
+
+    /// Builds the in-memory range for a record, opening its stores (sharing already-open ones).
+    pub fn build_range(
+        &self,
+        rec: &RangeRecord,
+        table: &TableInfo,
+        open: &mut HashMap<String, Arc<CellStore>>,
+    ) -> Result<Range> {
+        let mut groups = Vec::with_capacity(table.schema.access_groups.len());
+        for (gi, spec) in table.schema.access_groups.iter().enumerate() {
+            let gr = rec.groups.iter().find(|g| g.name == spec.name);
+            let mut stores = Vec::new();
+            if let Some(gr) = gr {
+                for p in &gr.stores {
+                    let s = match open.get(p) {
+                        Some(s) => s.clone(),
+                        None => {
+                            let s = self.open_store(p)?;
+                            open.insert(p.clone(), s.clone());
+                            s
+                        }
+                    };
+                    stores.push(s);
+                }
+            }
+            groups.push(AccessGroup::new(
+                spec.name.clone(),
+                gi,
+                GroupState {
+                    active: Arc::new(CellCache::new()),
+                    frozen: None,
+                    stores,
+                    flushed_revision: gr.map_or(i64::MIN, |g| g.flushed_revision),
+                    next_store: gr.map_or(0, |g| g.next_store),
+                },
+            ));
+        }
+        Ok(Range {
+            id: rec.id,
+            table_id: rec.table_id,
+            start_row: rec.start_row.clone(),
+            end_row: rec.end_row.clone(),
+            groups,
+            maintenance: Mutex::new(()),
+            retired: AtomicBool::new(false),
+            cells_written: AtomicU64::new(0),
+        })
+    }
+}
+
+/// The storage engine. Cheap to clone; all clones share one engine.
+#[derive(Clone)]
+pub struct Engine {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Engine({} at {})", self.inner.fs.inner().url(), self.inner.root)
+    }
+}
+
+/// Encodes one commit-log entry: table id, then (key, value) pairs with varint lengths.
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn get_varint(data: &[u8], pos: &mut usize) -> Option<u64> {
+    let mut v = 0u64;
+    let mut shift = 0;
+    loop {
+        let b = *data.get(*pos)?;
+        *pos += 1;
+        v |= ((b & 0x7F) as u64) << shift;
+        if b < 0x80 {
+            return Some(v);
+        }
+        shift += 7;
+        if shift > 63 {
+            return None;
+        }
+    }
+}
+
+/// Splits a commit-log entry into its table id and cells.
+pub fn decode_log_entry(entry: &[u8]) -> Option<(u32, Vec<(&[u8], &[u8])>)> {
+    let table = u32::from_le_bytes(entry.get(..4)?.try_into().ok()?);
+    let mut pos = 4;
+    let n = get_varint(entry, &mut pos)? as usize;
+    let mut cells = Vec::with_capacity(n.min(1 << 20));
+    for _ in 0..n {
+        let kl = get_varint(entry, &mut pos)? as usize;
+        let k = entry.get(pos..pos + kl)?;
+        pos += kl;
+        let vl = get_varint(entry, &mut pos)? as usize;
+        let v = entry.get(pos..pos + vl)?;
+        pos += vl;
+        cells.push((k, v));
+    }
+    (pos == entry.len()).then_some((table, cells))
+}
+
+impl Engine {
+    /// Opens the engine rooted at `root` on `fs`: reads the meta log, opens cell stores, replays
+    /// the commit log into the cell caches, removes orphaned files and starts maintenance.
+    /// Blocking: call from a plain thread; `rt` is the runtime the file system runs on.
+    pub fn open(fs: Arc<dyn Fs>, root: &str, opts: EngineOptions, rt: tokio::runtime::Handle) -> Result<Self> {
+        let bfs = BlockingFs::new(fs, rt);
+        bfs.mkdirs(root)?;
+        let meta = MetaLog::open(bfs.clone(), &join(root, "meta"))?;
+        let log = CommitLog::open(bfs.clone(), &join(root, "log"), opts.commit_log.clone())?;
+        let block_cache = BlockCache::new(opts.block_cache_bytes);
+        let state = meta.state().clone();
+        let inner = Arc::new(Inner {
+            fs: bfs,
+            root: root.to_string(),
+            tables: RwLock::new(HashMap::new()),
+            ranges: RwLock::new(BTreeMap::new()),
+            log,
+            meta: Mutex::new(meta),
+            gate: RwLock::new(()),
+            last_revision: Mutex::new(i64::MIN + 1),
+            block_cache,
+            cache_bytes: AtomicU64::new(0),
+            memory_wait: Mutex::new(()),
+            memory_cv: Condvar::new(),
+            closed: AtomicBool::new(false),
+            counters: Counters::default(),
+            maint: maintenance::Queue::new(opts.maintenance_queue_limit),
+            gc_pending: Mutex::new(Vec::new()),
+            next_range_id: AtomicU64::new(state.next_range_id.max(1)),
+            opts,
+        });
+        // Tables and ranges.
+        let mut open_stores = HashMap::new();
+        {
+            let mut tables = inner.tables.write();
+            for s in state.tables.values() {
+                tables.insert(s.id, Arc::new(TableInfo::new(s.clone())));
+            }
+        }
+        {
+            let tables = inner.tables.read();
+            let mut ranges = inner.ranges.write();
+            for rec in state.ranges.values() {
+                let Some(t) = tables.get(&rec.table_id) else { continue };
+                let r = inner.build_range(rec, t, &mut open_stores)?;
+                for g in &r.groups {
+                    for s in &g.state().stores {
+                        inner.observe_revision(s.trailer().max_revision);
+                    }
+                }
+                let end = rec.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
+                ranges.insert((rec.table_id, end), Arc::new(r));
+            }
+        }
+        // Replay.
+        let engine = Engine { inner };
+        engine.replay()?;
+        engine.remove_orphans(&open_stores)?;
+        maintenance::start(&engine);
+        // Work left over: caches that are over the limit after replay.
+        engine.schedule_flushes_if_needed();
+        Ok(engine)
+    }
+
+    fn replay(&self) -> Result<()> {
+        let inner = &self.inner;
+        let ranges = inner.ranges.read();
+        let tables = inner.tables.read();
+        let mut replayed = 0u64;
+        let mut max_rev = i64::MIN;
+        let stats = inner.log.replay_existing(|entry| {
+            let (table, cells) = decode_log_entry(entry).ok_or_else(|| Error::Corrupt {
+                file: join(&inner.root, "log"),
+                offset: 0,
+                msg: "commit log entry does not parse".into(),
+            })?;
+            let Some(t) = tables.get(&table) else { return Ok(()) };
+            for (k, v) in cells {
+                let kr = KeyRef::new(k)?;
+                let rev = kr.revision();
+                max_rev = max_rev.max(rev);
+                let row = kr.row();
+                let Some(range) = Inner::find_range(&ranges, table, &row) else { continue };
+                let targets: Vec<usize> = if kr.flag() == CellFlag::DeleteRow {
+                    (0..range.groups.len()).collect()
+                } else {
+                    t.group_of[kr.family() as usize].map(|g| g as usize).into_iter().collect()
+                };
+                for gi in targets {
+                    let g = &range.groups[gi];
+                    let st = g.state();
+                    if rev <= st.flushed_revision {
+                        continue;
+                    }
+                    let grew = st.active.insert_batch([(k, v, rev)]);
+                    inner.add_cache_bytes(grew);
+                    replayed += 1;
+                }
+            }
+            Ok(())
+        })?;
+        if max_rev > i64::MIN {
+            inner.observe_revision(max_rev);
+        }
+        inner.counters.replayed.store(replayed, Ordering::Relaxed);
+        if stats.torn_blocks > 0 {
+            tracing::warn!(torn_blocks = stats.torn_blocks, "commit log replay skipped torn blocks");
+        }
+        tracing::info!(cells = replayed, entries = stats.entries, "commit log replayed");
+        Ok(())
+    }
+
+    /// Deletes cell-store files that no range references (left by a crash mid-compaction) and
+    /// the directories of dropped tables.
+    fn remove_orphans(&self, referenced: &HashMap<String, Arc<CellStore>>) -> Result<()> {
+        let fs = &self.inner.fs;
+        let tdir = self.inner.tables_dir();
+        if !fs.exists(&tdir)? {
+            return Ok(());
+        }
+        let tables = self.inner.tables.read();
+        for t in fs.readdir(&tdir)? {
+            let tpath = join(&tdir, &t.name);
+            let known = t.name.parse::<u32>().ok().is_some_and(|id| tables.contains_key(&id));
+            if !known {
+                fs.rmdir(&tpath, true)?;
+                continue;
+            }
+            for g in fs.readdir(&tpath)?.into_iter().filter(|e| e.is_dir) {
+                let gpath = join(&tpath, &g.name);
+                for r in fs.readdir(&gpath)?.into_iter().filter(|e| e.is_dir) {
+                    let rpath = join(&gpath, &r.name);
+                    let mut left = 0;
+                    for f in fs.readdir(&rpath)? {
+                        let p = join(&rpath, &f.name);
+                        if f.is_dir || referenced.contains_key(&p) {
+                            left += 1;
+                        } else {
+                            tracing::info!(file = p, "removing orphaned cell store");
+                            fs.remove(&p)?;
+                        }
+                    }
+                    if left == 0 {
+                        fs.rmdir(&rpath, false)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.closed.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        Ok(())
+    }
+
+    /// Creates a table with one range covering every row.
+    pub fn create_table(&self, schema: TableSchema) -> Result<()> {
+        self.check_open()?;
+        schema.validate()?;
+        let inner = &self.inner;
+        let mut tables = inner.tables.write();
+        if tables.contains_key(&schema.id) {
+            return Err(Error::TableExists(format!("{} (id {})", schema.name, schema.id)));
+        }
+        let id = inner.next_range_id.fetch_add(1, Ordering::AcqRel);
+        let rec = RangeRecord {
+            id,
+            table_id: schema.id,
+            start_row: None,
+            end_row: None,
+            groups: schema
+                .access_groups
+                .iter()
+                .map(|g| GroupRecord {
+                    name: g.name.clone(),
+                    stores: Vec::new(),
+                    flushed_revision: i64::MIN,
+                    next_store: 0,
+                })
+                .collect(),
+        };
+        inner.meta.lock().write(vec![
+            MetaOp::PutTable(schema.clone()),
+            MetaOp::PutRange(rec.clone()),
+            MetaOp::NextRangeId(id + 1),
+        ])?;
+        let info = TableInfo::new(schema);
+        let range = inner.build_range(&rec, &info, &mut HashMap::new())?;
+        let table_id = info.schema.id;
+        tables.insert(table_id, Arc::new(info));
+        inner
+            .ranges
+            .write()
+            .insert((table_id, RangeEnd::Max), Arc::new(range));
+        Ok(())
+    }
+
+    /// Replaces a table's schema (ALTER TABLE). Families keep their ids; a family marked deleted
+    /// stops being returned at once and is dropped by the next major compaction. Access groups
+    /// may be added; their families' existing cells stay where they are stored.
+    pub fn alter_table(&self, schema: TableSchema) -> Result<()> {
+        self.check_open()?;
+        schema.validate()?;
+        let inner = &self.inner;
+        let _gate = inner.gate.write();
+        let old = inner.table(schema.id)?;
+        for f in &old.schema.families {
+            match schema.family_by_id(f.id) {
+                Some(n) if n.access_group == f.access_group || f.deleted => {}
+                Some(_) => {
+                    return Err(Error::InvalidInput(format!(
+                        "column family '{}' cannot move to another access group",
+                        f.name
+                    )));
+                }
+                None => {
+                    return Err(Error::InvalidInput(format!(
+                        "column family '{}' (id {}) is missing; mark it deleted instead",
+                        f.name, f.id
+                    )));
+                }
+            }
+        }
+        let _maint: Vec<_> = inner.table_ranges(schema.id);
+        let info = TableInfo::new(schema.clone());
+        // Rebuild ranges so new access groups get state; existing groups keep theirs.
+        let mut ops = vec![MetaOp::PutTable(schema.clone())];
+        let mut ranges = inner.ranges.write();
+        let keys: Vec<(u32, RangeEnd)> = ranges
+            .range((schema.id, RangeEnd::Row(Vec::new()))..=(schema.id, RangeEnd::Max))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut rebuilt = Vec::new();
+        for k in keys {
+            let old_r = ranges.get(&k).expect("key just listed").clone();
+            let _m = old_r.maintenance.lock();
+            let mut groups = Vec::new();
+            for (gi, spec) in schema.access_groups.iter().enumerate() {
+                let state = match old_r.groups.iter().find(|g| g.name == spec.name) {
+                    Some(g) => (*g.state()).clone(),
+                    None => GroupState {
+                        active: Arc::new(CellCache::new()),
+                        frozen: None,
+                        stores: Vec::new(),
+                        flushed_revision: i64::MIN,
+                        next_store: 0,
+                    },
+                };
+                groups.push(AccessGroup::new(spec.name.clone(), gi, state));
+            }
+            let r = Range {
+                id: old_r.id,
+                table_id: old_r.table_id,
+                start_row: old_r.start_row.clone(),
+                end_row: old_r.end_row.clone(),
+                groups,
+                maintenance: Mutex::new(()),
+                retired: AtomicBool::new(false),
+                cells_written: AtomicU64::new(old_r.cells_written.load(Ordering::Relaxed)),
+            };
+            ops.push(MetaOp::PutRange(r.record()));
+            rebuilt.push((k, Arc::new(r), old_r));
+        }
+        inner.meta.lock().write(ops)?;
+        for (k, r, old_r) in rebuilt {
+            old_r.retired.store(true, Ordering::Release);
+            ranges.insert(k, r);
+        }
+        inner.tables.write().insert(schema.id, Arc::new(info));
+        Ok(())
+    }
+
+    /// Drops a table: its ranges and, once no scanner uses them, its files.
+    pub fn drop_table(&self, table_id: u32) -> Result<()> {
+        self.check_open()?;
+        let inner = &self.inner;
+        let _gate = inner.gate.write();
+        inner.table(table_id)?;
+        inner.meta.lock().write(vec![MetaOp::DropTable(table_id)])?;
+        inner.tables.write().remove(&table_id);
+        let removed: Vec<Arc<Range>> = {
+            let mut ranges = inner.ranges.write();
+            let keys: Vec<(u32, RangeEnd)> = ranges
+                .range((table_id, RangeEnd::Row(Vec::new()))..=(table_id, RangeEnd::Max))
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter().filter_map(|k| ranges.remove(k)).collect()
+        };
+        for r in &removed {
+            r.retired.store(true, Ordering::Release);
+            for g in &r.groups {
+                let st = g.state();
+                inner.sub_cache_bytes(st.cache_bytes());
+                inner.gc_pending.lock().extend(st.stores.iter().cloned());
+            }
+        }
+        drop(removed);
+        maintenance::collect_garbage(inner)?;
+        let dir = format!("{}/{table_id}", inner.tables_dir());
+        if inner.gc_pending.lock().iter().all(|s| !s.path().starts_with(&dir))
+            && inner.fs.exists(&dir)?
+        {
+            inner.fs.rmdir(&dir, true)?;
+        }
+        inner.log.purge(maintenance::purge_point(inner))?;
+        Ok(())
+    }
+
+    /// The schemas of all tables.
+    pub fn tables(&self) -> Vec<TableSchema> {
+        let mut v: Vec<TableSchema> = self
+            .inner
+            .tables
+            .read()
+            .values()
+            .map(|t| t.schema.clone())
+            .collect();
+        v.sort_by_key(|s| s.id);
+        v
+    }
+
+    /// The schema of one table.
+    pub fn schema(&self, table_id: u32) -> Result<TableSchema> {
+        Ok(self.inner.table(table_id)?.schema.clone())
+    }
+
+    /// Applies a batch of mutations to one table and returns once it is durable at the table's
+    /// durability. Either the whole batch is applied or (on error) none of it is acknowledged.
+    pub fn apply(&self, table_id: u32, mutations: &[Mutation]) -> Result<()> {
+        self.check_open()?;
+        if mutations.is_empty() {
+            return Ok(());
+        }
+        let inner = &self.inner;
+        let table = inner.table(table_id)?;
+        for m in mutations {
+            validate_mutation(&table, m)?;
+        }
+        self.wait_for_memory();
+        let _gate = inner.gate.read();
+        // The table may have been dropped or altered while we waited.
+        let table = inner.table(table_id)?;
+        let base = inner.alloc_revisions(mutations.len());
+        let max_rev = base + mutations.len() as i64 - 1;
+        let mut entry = Vec::with_capacity(16 + mutations.iter().map(|m| m.row.len() + m.qualifier.len() + m.value.len() + 24).sum::<usize>());
+        entry.extend_from_slice(&table_id.to_le_bytes());
+        put_varint(&mut entry, mutations.len() as u64);
+        let mut spans = Vec::with_capacity(mutations.len());
+        let mut kbuf = Vec::with_capacity(64);
+        for (i, m) in mutations.iter().enumerate() {
+            let rev = base + i as i64;
+            let ts = m.timestamp.unwrap_or(rev);
+            kbuf.clear();
+            key::encode_parts(&m.row, m.family, &m.qualifier, m.flag, ts, rev, &mut kbuf);
+            put_varint(&mut entry, kbuf.len() as u64);
+            let kstart = entry.len();
+            entry.extend_from_slice(&kbuf);
+            put_varint(&mut entry, m.value.len() as u64);
+            let vstart = entry.len();
+            entry.extend_from_slice(&m.value);
+            spans.push((kstart, vstart, rev));
+        }
+        // Route before logging, so nothing is logged that cannot be applied.
+        let ranges = inner.ranges.read();
+        let mut last: Option<Arc<Range>> = None;
+        let mut routed: Vec<Arc<Range>> = Vec::with_capacity(mutations.len());
+        for m in mutations {
+            let r = match &last {
+                Some(r) if r.contains(&m.row) => r.clone(),
+                _ => {
+                    let r = Inner::find_range(&ranges, table_id, &m.row).ok_or_else(|| {
+                        Error::InvalidInput(format!(
+                            "row {:?} of table {table_id} is not served here",
+                            String::from_utf8_lossy(&m.row)
+                        ))
+                    })?;
+                    last = Some(r.clone());
+                    r
+                }
+            };
+            routed.push(r);
+        }
+        if table.schema.durability != Durability::None {
+            inner.log.append(&entry, max_rev, table.schema.durability)?;
+        }
+        // Insert, grouped by (range, group).
+        let mut batches: HashMap<(u64, usize), (Arc<Range>, Vec<usize>)> = HashMap::new();
+        for (i, m) in mutations.iter().enumerate() {
+            let r = &routed[i];
+            if m.flag == CellFlag::DeleteRow {
+                for gi in 0..r.groups.len() {
+                    batches.entry((r.id, gi)).or_insert_with(|| (r.clone(), Vec::new())).1.push(i);
+                }
+            } else {
+                let gi = table.group_of[m.family as usize].expect("validated family") as usize;
+                batches.entry((r.id, gi)).or_insert_with(|| (r.clone(), Vec::new())).1.push(i);
+            }
+        }
+        let mut flush = Vec::new();
+        for ((_, gi), (r, idx)) in batches {
+            let g = &r.groups[gi];
+            let st = g.state();
+            let grew = st.active.insert_batch(idx.iter().map(|&i| {
+                let (ks, vs, rev) = spans[i];
+                let klen = vs - ks - varint_len(mutations[i].value.len() as u64);
+                (&entry[ks..ks + klen], &entry[vs..vs + mutations[i].value.len()], rev)
+            }));
+            r.cells_written.fetch_add(idx.len() as u64, Ordering::Relaxed);
+            inner.add_cache_bytes(grew);
+            if st.active.memory_bytes() > inner.opts.cell_cache_flush_bytes {
+                flush.push((r.clone(), gi));
+            }
+        }
+        drop(ranges);
+        drop(_gate);
+        for (r, gi) in flush {
+            maintenance::queue_flush(inner, &r, gi);
+        }
+        if inner.cache_bytes.load(Ordering::Acquire) > inner.opts.cell_cache_limit_bytes / 2 {
+            self.schedule_flushes_if_needed();
+        }
+        Ok(())
+    }
+
+    /// Async form of [`Engine::apply`].
+    pub async fn apply_async(&self, table_id: u32, mutations: Vec<Mutation>) -> Result<()> {
+        let e = self.clone();
+        tokio::task::spawn_blocking(move || e.apply(table_id, &mutations))
+            .await
+            .map_err(|e| Error::Internal(format!("apply task failed: {e}")))?
+    }
+
+    /// Blocks while all cell caches together exceed their limit (backpressure on writers).
+    fn wait_for_memory(&self) {
+        let inner = &self.inner;
+        let limit = inner.opts.cell_cache_limit_bytes;
+        while inner.cache_bytes.load(Ordering::Acquire) > limit && !inner.closed.load(Ordering::Acquire) {
+            self.schedule_flushes_if_needed();
+            let mut g = inner.memory_wait.lock();
+            inner.memory_cv.wait_for(&mut g, Duration::from_millis(50));
+        }
+    }
+
+    /// Queues minor compactions of the biggest caches while caches use more than half the limit.
+    fn schedule_flushes_if_needed(&self) {
+        let inner = &self.inner;
+        if inner.cache_bytes.load(Ordering::Acquire) <= inner.opts.cell_cache_limit_bytes / 2 {
+            return;
+        }
+        let ranges: Vec<Arc<Range>> = inner.ranges.read().values().cloned().collect();
+        let mut groups: Vec<(u64, Arc<Range>, usize)> = Vec::new();
+        for r in &ranges {
+            for (gi, g) in r.groups.iter().enumerate() {
+                let b = g.state().active.memory_bytes();
+                if b > 0 {
+                    groups.push((b, r.clone(), gi));
+                }
+            }
+        }
+        groups.sort_by(|a, b| b.0.cmp(&a.0));
+        // Enough of the biggest to bring the active caches under half the limit.
+        let mut freed = 0;
+        let need = inner
+            .cache_bytes
+            .load(Ordering::Acquire)
+            .saturating_sub(inner.opts.cell_cache_limit_bytes / 4);
+        for (b, r, gi) in groups {
+            if freed >= need {
+                break;
+            }
+            maintenance::queue_flush(inner, &r, gi);
+            freed += b;
+        }
+    }
+
+    /// Starts a scan of one table. The scanner reads a snapshot of the table's ranges and their
+    /// cell stores and the live cell caches; it holds no locks between calls.
+    pub fn scan(&self, table_id: u32, spec: &ScanSpec) -> Result<TableScanner> {
+        self.check_open()?;
+        let inner = &self.inner;
+        let table = inner.table(table_id)?;
+        let now = inner.opts.clock.now_ns();
+        let rules = family_rules(&table.schema, spec);
+        let groups: Vec<usize> = (0..table.schema.access_groups.len())
+            .filter(|&gi| {
+                table.schema.families.iter().any(|f| {
+                    rules[f.id as usize].selected
+                        && table.group_of[f.id as usize] == Some(gi as u8)
+                })
+            })
+            .collect();
+        let vopts = VisibleOptions {
+            families: Arc::new(rules),
+            time_start: spec.time_start,
+            time_end: spec.time_end,
+            now_ns: now,
+            return_deletes: spec.return_deletes,
+            mode: Mode::Scan,
+        };
+        let cursor = TableCursor {
+            ranges: inner.table_ranges(table_id),
+            groups,
+            vopts,
+            fill_cache: !spec.no_cache,
+            current: None,
+            current_idx: 0,
+        };
+        Ok(TableScanner {
+            filter: SpecFilter::new(cursor, spec)?,
+            keys_only: spec.keys_only,
+        })
+    }
+
+    /// Scans in a blocking task and streams blocks of at most `block_cells` cells through a
+    /// channel of `queue_blocks` blocks (the bound on memory a slow reader can cause).
+    pub fn scan_stream(
+        &self,
+        table_id: u32,
+        spec: ScanSpec,
+        block_cells: usize,
+        queue_blocks: usize,
+    ) -> tokio::sync::mpsc::Receiver<Result<Vec<ScanCell>>> {
+        let (tx, rx) = tokio::sync::mpsc::channel(queue_blocks.max(1));
+        let e = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut sc = match e.scan(table_id, &spec) {
+                Ok(s) => s,
+                Err(err) => {
+                    let _ = tx.blocking_send(Err(err));
+                    return;
+                }
+            };
+            let mut block = Vec::with_capacity(block_cells);
+            loop {
+                match sc.next_cell() {
+                    Ok(Some(c)) => {
+                        block.push(c);
+                        if block.len() >= block_cells
+                            && tx.blocking_send(Ok(std::mem::take(&mut block))).is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Ok(None) => {
+                        if !block.is_empty() {
+                            let _ = tx.blocking_send(Ok(block));
+                        }
+                        return;
+                    }
+                    Err(err) => {
+                        let _ = tx.blocking_send(Err(err));
+                        return;
+                    }
+                }
+            }
+        });
+        rx
+    }
+
+    /// Runs a compaction of every range of a table (of the whole engine with `None`) and waits.
+    pub fn compact(&self, table_id: Option<u32>, kind: CompactionKind) -> Result<()> {
+        self.check_open()?;
+        let ranges: Vec<Arc<Range>> = match table_id {
+            Some(t) => {
+                self.inner.table(t)?;
+                self.inner.table_ranges(t)
+            }
+            None => self.inner.ranges.read().values().cloned().collect(),
+        };
+        for r in ranges {
+            if r.retired.load(Ordering::Acquire) {
+                continue;
+            }
+            for gi in 0..r.groups.len() {
+                maintenance::compact_group(&self.inner, &r, gi, kind)?;
+            }
+        }
+        maintenance::collect_garbage(&self.inner)?;
+        Ok(())
+    }
+
+    /// Splits the range of `table_id` that holds `row` so that `row` starts the upper half.
+    pub fn split(&self, table_id: u32, row: &[u8]) -> Result<()> {
+        self.check_open()?;
+        let r = {
+            let ranges = self.inner.ranges.read();
+            Inner::find_range(&ranges, table_id, row)
+                .ok_or_else(|| Error::InvalidInput(format!("no range of table {table_id} holds that row")))?
+        };
+        maintenance::split_range(&self.inner, &r, row)
+    }
+
+    /// The ranges of a table.
+    pub fn ranges(&self, table_id: u32) -> Vec<RangeInfo> {
+        self.inner
+            .table_ranges(table_id)
+            .iter()
+            .map(|r| RangeInfo {
+                id: r.id,
+                table_id: r.table_id,
+                start_row: r.start_row.clone(),
+                end_row: r.end_row.clone(),
+                size_bytes: r.size_bytes(),
+                stores: r.groups.iter().map(|g| g.state().stores.len()).sum(),
+                cache_bytes: r.groups.iter().map(|g| g.state().cache_bytes()).sum(),
+            })
+            .collect()
+    }
+
+    /// Waits until no maintenance task is queued or running.
+    pub fn wait_for_maintenance(&self) {
+        self.inner.maint.wait_idle();
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> EngineStats {
+        let inner = &self.inner;
+        let ranges = inner.ranges.read();
+        let c = &inner.counters;
+        EngineStats {
+            cache_bytes: inner.cache_bytes.load(Ordering::Acquire),
+            ranges: ranges.len(),
+            stores: ranges
+                .values()
+                .map(|r| r.groups.iter().map(|g| g.state().stores.len()).sum::<usize>())
+                .sum(),
+            minor_compactions: c.minor.load(Ordering::Relaxed),
+            merging_compactions: c.merging.load(Ordering::Relaxed),
+            major_compactions: c.major.load(Ordering::Relaxed),
+            splits: c.splits.load(Ordering::Relaxed),
+            replayed_cells: c.replayed.load(Ordering::Relaxed),
+            purged_fragments: c.purged.load(Ordering::Relaxed),
+            block_cache_hits: inner.block_cache.hits(),
+            block_cache_misses: inner.block_cache.misses(),
+        }
+    }
+
+    /// Stops maintenance and closes the commit log. Data in cell caches stays in the commit log
+    /// and is replayed at the next open (tables with durability `none` are flushed first).
+    pub fn close(&self) -> Result<()> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Unlogged data lives only in memory: write it out.
+        let unlogged: Vec<u32> = self
+            .inner
+            .tables
+            .read()
+            .values()
+            .filter(|t| t.schema.durability == Durability::None)
+            .map(|t| t.schema.id)
+            .collect();
+        maintenance::stop(&self.inner);
+        for t in unlogged {
+            for r in self.inner.table_ranges(t) {
+                for gi in 0..r.groups.len() {
+                    maintenance::compact_group(&self.inner, &r, gi, CompactionKind::Minor)?;
+                }
+            }
+        }
+        self.inner.log.close()?;
+        self.inner.meta.lock().close()?;
+        Ok(())
+    }
+}
+
+fn varint_len(mut v: u64) -> usize {
+    let mut n = 1;
+    while v >= 0x80 {
+        v >>= 7;
+        n += 1;
+    }
+    n
+}
+
+fn validate_mutation(table: &TableInfo, m: &Mutation) -> Result<()> {
+    if m.row.is_empty() {
+        return Err(Error::InvalidInput("empty row key".into()));
+    }
+    if m.flag == CellFlag::DeleteRow {
+        return Ok(());
+    }
+    let f = table
+        .schema
+        .family_by_id(m.family)
+        .filter(|f| !f.deleted)
+        .ok_or_else(|| Error::InvalidInput(format!("unknown column family id {} in table {}", m.family, table.schema.name)))?;
+    if table.group_of[m.family as usize].is_none() {
+        return Err(Error::InvalidInput(format!("column family '{}' has no access group", f.name)));
+    }
+    if f.counter && m.flag == CellFlag::Insert && crate::scan::visible::parse_counter(&m.value).is_none() {
+        return Err(Error::InvalidInput(format!(
+            "bad counter value {:?} for column '{}' (expected n, +n, -n or =n)",
+            String::from_utf8_lossy(&m.value),
+            f.name
+        )));
+    }
+    Ok(())
+}
+
+/// The per-family rules of a scan from the schema and the requested columns.
+pub(crate) fn family_rules(schema: &TableSchema, spec: &ScanSpec) -> Vec<FamilyRule> {
+    let mut rules = vec![FamilyRule::unselected(); 256];
+    for f in schema.families.iter().filter(|f| !f.deleted) {
+        let selectors: Vec<&QualifierMatch> = spec
+            .columns
+            .iter()
+            .filter(|c| c.family == f.id)
+            .map(|c| &c.qualifier)
+            .collect();
+        if !spec.columns.is_empty() && selectors.is_empty() {
+            continue;
+        }
+        let qualifiers = if selectors.iter().any(|q| matches!(q, QualifierMatch::All)) {
+            Vec::new()
+        } else {
+            selectors.into_iter().cloned().collect()
+        };
+        let max_versions = match (f.max_versions, spec.max_versions) {
+            (0, s) => s,
+            (m, 0) => m,
+            (m, s) => m.min(s),
+        };
+        rules[f.id as usize] = FamilyRule {
+            selected: true,
+            qualifiers,
+            max_versions,
+            ttl_ns: (f.ttl_secs as i64).saturating_mul(1_000_000_000),
+            counter: f.counter,
+            time_desc: f.time_order == TimeOrder::Desc,
+        };
+    }
+    rules
+}
+
+/// A cursor over the visible cells of a table, range after range.
+struct TableCursor {
+    ranges: Vec<Arc<Range>>,
+    groups: Vec<usize>,
+    vopts: VisibleOptions,
+    fill_cache: bool,
+    current: Option<MergeIter<VisibleCells<Box<dyn CellIter>>>>,
+    current_idx: usize,
+}
+
+impl TableCursor {
+    fn open_range(&mut self, idx: usize) {
+        let r = &self.ranges[idx];
+        let children = self
+            .groups
+            .iter()
+            .map(|&gi| VisibleCells::new(r.group_source(gi, self.fill_cache), self.vopts.clone()))
+            .collect();
+        self.current = Some(MergeIter::new(children));
+        self.current_idx = idx;
+    }
+
+    /// Moves on to following ranges until one has a cell.
+    fn settle(&mut self) -> Result<()> {
+        while let Some(cur) = &self.current {
+            if cur.valid() || self.current_idx + 1 >= self.ranges.len() {
+                return Ok(());
+            }
+            let next = self.current_idx + 1;
+            self.open_range(next);
+            let start = self.ranges[next]
+                .start_row
+                .as_deref()
+                .map(key::row_start)
+                .unwrap_or_default();
+            self.current.as_mut().expect("just opened").seek(&start)?;
+        }
+        Ok(())
+    }
+}
+
+impl CellIter for TableCursor {
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        if self.ranges.is_empty() {
+            return Ok(());
+        }
+        // The range holding the target's row: the first whose end is past it.
+        let idx = self
+            .ranges
+            .iter()
+            .position(|r| match &r.end_row {
+                Some(e) => target < key::row_start(e).as_slice(),
+                None => true,
+            })
+            .unwrap_or(self.ranges.len() - 1);
+        if self.current.is_none() || self.current_idx != idx {
+            self.open_range(idx);
+        }
+        self.current.as_mut().expect("opened").seek(target)?;
+        self.settle()
+    }
+
+    fn valid(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.valid())
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().expect("valid").key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().expect("valid").value()
+    }
+
+    fn next(&mut self) -> Result<()> {
+        if let Some(c) = &mut self.current {
+            c.next()?;
+        }
+        self.settle()
+    }
+}
+
+/// The cells of a scan, in key order.
+pub struct TableScanner {
+    filter: SpecFilter<TableCursor>,
+    keys_only: bool,
+}
+
+impl TableScanner {
+    /// The next cell, decoded.
+    pub fn next_cell(&mut self) -> Result<Option<ScanCell>> {
+        if !self.filter.valid() {
+            return Ok(None);
+        }
+        let k = KeyRef::new(self.filter.key())?.to_key();
+        let v = if self.keys_only {
+            Vec::new()
+        } else {
+            self.filter.value().to_vec()
+        };
+        self.filter.next()?;
+        Ok(Some(ScanCell { key: k, value: v }))
+    }
+
+    /// Calls `f` with each remaining cell's encoded key and value, without copying.
+    pub fn for_each_raw(&mut self, mut f: impl FnMut(&[u8], &[u8])) -> Result<u64> {
+        let mut n = 0;
+        while self.filter.valid() {
+            let v = if self.keys_only { &[][..] } else { self.filter.value() };
+            f(self.filter.key(), v);
+            n += 1;
+            self.filter.next()?;
+        }
+        Ok(n)
+    }
+
+    /// All remaining cells.
+    pub fn collect_all(&mut self) -> Result<Vec<ScanCell>> {
+        let mut out = Vec::new();
+        while let Some(c) = self.next_cell()? {
+            out.push(c);
+        }
+        Ok(out)
+    }
+}

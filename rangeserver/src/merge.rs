@@ -1,0 +1,158 @@
+//! Merging several sorted cursors into one, and clamping a cursor to a key interval.
+
+use crate::error::Result;
+use crate::iter::CellIter;
+
+/// A k-way merge of cursors. An exact key present in several children is returned once (from
+/// the earliest child), so a cell that reached two sources is never returned twice.
+pub struct MergeIter<I: CellIter> {
+    children: Vec<I>,
+    /// Index of the child holding the smallest key, if any is valid.
+    current: Option<usize>,
+}
+
+impl<I: CellIter> MergeIter<I> {
+    pub fn new(children: Vec<I>) -> Self {
+        Self {
+            children,
+            current: None,
+        }
+    }
+
+    fn pick(&mut self) {
+        let mut best: Option<usize> = None;
+        for (i, c) in self.children.iter().enumerate() {
+            if !c.valid() {
+                continue;
+            }
+            best = match best {
+                Some(b) if self.children[b].key() <= c.key() => Some(b),
+                _ => Some(i),
+            };
+        }
+        self.current = best;
+    }
+}
+
+impl<I: CellIter> CellIter for MergeIter<I> {
+    fn seek(&mut self, key: &[u8]) -> Result<()> {
+        for c in &mut self.children {
+            c.seek(key)?;
+        }
+        self.pick();
+        Ok(())
+    }
+
+    fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.children[self.current.expect("valid cursor")].key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.children[self.current.expect("valid cursor")].value()
+    }
+
+    fn next(&mut self) -> Result<()> {
+        let Some(cur) = self.current else {
+            return Ok(());
+        };
+        if self.children.len() > 1 {
+            // Skip duplicates of the current key in the other children.
+            let (before, rest) = self.children.split_at_mut(cur);
+            let (this, after) = rest.split_first_mut().expect("cur in range");
+            let key = this.key();
+            for c in before.iter_mut().chain(after.iter_mut()) {
+                if c.valid() && c.key() == key {
+                    c.next()?;
+                }
+            }
+        }
+        self.children[cur].next()?;
+        self.pick();
+        Ok(())
+    }
+}
+
+/// A cursor restricted to keys in `[lo, hi)` (either bound optional).
+pub struct BoundedIter<I: CellIter> {
+    inner: I,
+    lo: Option<Vec<u8>>,
+    hi: Option<Vec<u8>>,
+}
+
+impl<I: CellIter> BoundedIter<I> {
+    pub fn new(inner: I, lo: Option<Vec<u8>>, hi: Option<Vec<u8>>) -> Self {
+        Self { inner, lo, hi }
+    }
+}
+
+impl<I: CellIter> CellIter for BoundedIter<I> {
+    fn seek(&mut self, key: &[u8]) -> Result<()> {
+        match &self.lo {
+            Some(lo) if key < lo.as_slice() => self.inner.seek(lo),
+            _ => self.inner.seek(key),
+        }
+    }
+
+    fn valid(&self) -> bool {
+        self.inner.valid()
+            && match &self.hi {
+                Some(hi) => self.inner.key() < hi.as_slice(),
+                None => true,
+            }
+    }
+
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+
+    fn next(&mut self) -> Result<()> {
+        self.inner.next()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iter::VecIter;
+
+    fn v(keys: &[&str]) -> VecIter {
+        VecIter::new(
+            keys.iter()
+                .map(|k| (k.as_bytes().to_vec(), k.as_bytes().to_vec()))
+                .collect(),
+        )
+    }
+
+    fn drain(it: &mut impl CellIter) -> Vec<String> {
+        let mut out = Vec::new();
+        while it.valid() {
+            out.push(String::from_utf8(it.key().to_vec()).unwrap());
+            it.next().unwrap();
+        }
+        out
+    }
+
+    #[test]
+    fn merges_dedups_and_seeks() {
+        let mut m = MergeIter::new(vec![v(&["a", "c", "e"]), v(&["b", "c", "f"]), v(&[])]);
+        m.seek(b"").unwrap();
+        assert_eq!(drain(&mut m), ["a", "b", "c", "e", "f"]);
+        m.seek(b"d").unwrap();
+        assert_eq!(drain(&mut m), ["e", "f"]);
+    }
+
+    #[test]
+    fn bounded() {
+        let mut b = BoundedIter::new(v(&["a", "b", "c", "d"]), Some(b"b".to_vec()), Some(b"d".to_vec()));
+        b.seek(b"").unwrap();
+        assert_eq!(drain(&mut b), ["b", "c"]);
+    }
+}

@@ -1,0 +1,309 @@
+//! The range server meta log: the small persistent record of which tables and ranges this
+//! engine holds and which cell-store files make up each access group (docs/formats/metalog.md).
+//!
+//! It is a log of checksummed records, each a list of operations applied atomically: a split is
+//! one record that adds both halves and removes the parent. When the log grows it is rewritten as
+//! a snapshot into the next numbered file, which counts only once its closing `SnapshotEnd`
+//! record is on disk; older files are removed after that.
+
+use std::collections::BTreeMap;
+
+use common::TableSchema;
+use dfs_broker::{AppendFlag, BlockingFs, BlockingWriter, join};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+const FILE_MAGIC: &[u8; 8] = b"HTMETA\x00\x01";
+const FORMAT_VERSION: u32 = 1;
+const FILE_HEADER_LEN: usize = 8 + 4 + 4;
+const RECORD_HEADER_LEN: usize = 4 + 4;
+/// Most bytes one record may have; a longer length field means corruption.
+const MAX_RECORD_BYTES: u32 = 256 << 20;
+/// Records after which the log is rewritten as a snapshot.
+const SNAPSHOT_AFTER_RECORDS: u64 = 1000;
+
+/// One access group of a range, as persisted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    pub name: String,
+    /// Cell-store file paths, in the order they were added.
+    pub stores: Vec<String>,
+    /// Every cell of this group with revision <= this is in `stores`; replay skips those.
+    pub flushed_revision: i64,
+    /// Number for the next cell-store file of this group in this range.
+    pub next_store: u64,
+}
+
+/// A range, as persisted. Rows in `[start_row, end_row)`; `None` is unbounded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RangeRecord {
+    pub id: u64,
+    pub table_id: u32,
+    pub start_row: Option<Vec<u8>>,
+    pub end_row: Option<Vec<u8>>,
+    pub groups: Vec<GroupRecord>,
+}
+
+/// One state change.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum MetaOp {
+    PutTable(TableSchema),
+    DropTable(u32),
+    PutRange(RangeRecord),
+    RemoveRange(u64),
+    /// The next range id to hand out (ids are never reused).
+    NextRangeId(u64),
+    /// Closes a snapshot; a file without it (other than file 0) is ignored.
+    SnapshotEnd,
+}
+
+/// The state the meta log describes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MetaState {
+    pub tables: BTreeMap<u32, TableSchema>,
+    pub ranges: BTreeMap<u64, RangeRecord>,
+    pub next_range_id: u64,
+}
+
+impl MetaState {
+    fn apply(&mut self, op: &MetaOp) {
+        match op {
+            MetaOp::PutTable(s) => {
+                self.tables.insert(s.id, s.clone());
+            }
+            MetaOp::DropTable(id) => {
+                self.tables.remove(id);
+                self.ranges.retain(|_, r| r.table_id != *id);
+            }
+            MetaOp::PutRange(r) => {
+                self.next_range_id = self.next_range_id.max(r.id + 1);
+                self.ranges.insert(r.id, r.clone());
+            }
+            MetaOp::RemoveRange(id) => {
+                self.ranges.remove(id);
+            }
+            MetaOp::NextRangeId(n) => self.next_range_id = self.next_range_id.max(*n),
+            MetaOp::SnapshotEnd => {}
+        }
+    }
+
+    fn snapshot_ops(&self) -> Vec<MetaOp> {
+        let mut ops: Vec<MetaOp> = self.tables.values().cloned().map(MetaOp::PutTable).collect();
+        ops.extend(self.ranges.values().cloned().map(MetaOp::PutRange));
+        ops.push(MetaOp::NextRangeId(self.next_range_id));
+        ops
+    }
+}
+
+/// The open meta log.
+pub struct MetaLog {
+    fs: BlockingFs,
+    dir: String,
+    number: u64,
+    writer: BlockingWriter,
+    state: MetaState,
+    records: u64,
+}
+
+fn file_header() -> Vec<u8> {
+    let mut h = Vec::with_capacity(FILE_HEADER_LEN);
+    h.extend_from_slice(FILE_MAGIC);
+    h.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    let crc = crc32c::crc32c(&h);
+    h.extend_from_slice(&crc.to_le_bytes());
+    h
+}
+
+fn encode_record(ops: &[MetaOp]) -> Vec<u8> {
+    let payload = serde_json::to_vec(ops).expect("meta ops serialize");
+    let mut rec = Vec::with_capacity(RECORD_HEADER_LEN + payload.len());
+    rec.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    rec.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+    rec.extend_from_slice(&payload);
+    rec
+}
+
+/// Reads one meta-log file: its records, and whether it ends in a complete snapshot or is file 0.
+fn read_file(fs: &BlockingFs, path: &str) -> Result<(Vec<Vec<MetaOp>>, bool)> {
+    let len = fs.length(path)?;
+    let data = if len == 0 {
+        Vec::new()
+    } else {
+        fs.open(path)?.pread(0, len as usize)?
+    };
+    if data.len() < FILE_HEADER_LEN {
+        return Err(Error::Corrupt {
+            file: path.into(),
+            offset: 0,
+            msg: "meta log file header is incomplete".into(),
+        });
+    }
+    if &data[..8] != FILE_MAGIC {
+        return Err(Error::Corrupt {
+            file: path.into(),
+            offset: 0,
+            msg: "not a meta log file (bad magic)".into(),
+        });
+    }
+    let crc = u32::from_le_bytes(data[12..16].try_into().expect("4 bytes"));
+    if crc != crc32c::crc32c(&data[..12]) {
+        return Err(Error::Checksum {
+            file: path.into(),
+            offset: 0,
+            what: "meta log file header".into(),
+        });
+    }
+    let version = u32::from_le_bytes(data[8..12].try_into().expect("4 bytes"));
+    if version != FORMAT_VERSION {
+        return Err(Error::UnsupportedVersion {
+            file: path.into(),
+            version,
+        });
+    }
+    let mut records = Vec::new();
+    let mut snapshot_end = false;
+    let mut off = FILE_HEADER_LEN;
+    while off < data.len() {
+        let torn = |what: &str| {
+            tracing::warn!(file = path, offset = off, "meta log: torn last record ({what}), ignored");
+        };
+        if data.len() - off < RECORD_HEADER_LEN {
+            torn("short header");
+            break;
+        }
+        let n = u32::from_le_bytes(data[off..off + 4].try_into().expect("4 bytes"));
+        let crc = u32::from_le_bytes(data[off + 4..off + 8].try_into().expect("4 bytes"));
+        let end = off + RECORD_HEADER_LEN + n as usize;
+        if n > MAX_RECORD_BYTES || end > data.len() {
+            // Only the last record may be incomplete (a crash while appending it).
+            torn("short payload");
+            break;
+        }
+        let payload = &data[off + RECORD_HEADER_LEN..end];
+        if crc32c::crc32c(payload) != crc {
+            if end == data.len() {
+                torn("checksum");
+                break;
+            }
+            return Err(Error::Checksum {
+                file: path.into(),
+                offset: off as u64,
+                what: "meta log record".into(),
+            });
+        }
+        let ops: Vec<MetaOp> = serde_json::from_slice(payload).map_err(|e| Error::Corrupt {
+            file: path.into(),
+            offset: off as u64,
+            msg: format!("meta log record does not parse: {e}"),
+        })?;
+        if ops.contains(&MetaOp::SnapshotEnd) {
+            snapshot_end = true;
+        }
+        records.push(ops);
+        off = end;
+    }
+    Ok((records, snapshot_end))
+}
+
+impl MetaLog {
+    /// Opens the meta log in `dir`, creating it if absent, and returns it with the state it holds.
+    pub fn open(fs: BlockingFs, dir: &str) -> Result<Self> {
+        fs.mkdirs(dir)?;
+        let mut numbers: Vec<u64> = fs
+            .readdir(dir)?
+            .into_iter()
+            .filter(|e| !e.is_dir)
+            .filter_map(|e| e.name.strip_prefix("meta.").and_then(|n| n.parse().ok()))
+            .collect();
+        numbers.sort_unstable();
+        let mut chosen: Option<(u64, Vec<Vec<MetaOp>>)> = None;
+        for &n in numbers.iter().rev() {
+            let path = join(dir, &format!("meta.{n}"));
+            match read_file(&fs, &path) {
+                Ok((records, complete)) if complete || n == 0 => {
+                    chosen = Some((n, records));
+                    break;
+                }
+                Ok(_) => tracing::warn!(file = path, "meta log: incomplete snapshot ignored"),
+                Err(e) if n > 0 => tracing::warn!(file = path, error = %e, "meta log: unreadable snapshot ignored"),
+                Err(e) => return Err(e),
+            }
+        }
+        let mut state = MetaState::default();
+        let (number, records) = match chosen {
+            Some((n, recs)) => {
+                for ops in &recs {
+                    for op in ops {
+                        state.apply(op);
+                    }
+                }
+                (n, recs.len() as u64)
+            }
+            None => (0, 0),
+        };
+        // Rewrite into a fresh file: that drops any torn tail and leftover files.
+        let mut log = Self {
+            writer: Self::start_file(&fs, dir, number + 1, &state)?,
+            fs,
+            dir: dir.to_string(),
+            number: number + 1,
+            state,
+            records,
+        };
+        log.remove_older_files()?;
+        log.records = 0;
+        Ok(log)
+    }
+
+    fn start_file(fs: &BlockingFs, dir: &str, number: u64, state: &MetaState) -> Result<BlockingWriter> {
+        let path = join(dir, &format!("meta.{number}"));
+        let mut w = fs.create(&path, true)?;
+        let mut data = file_header();
+        data.extend_from_slice(&encode_record(&state.snapshot_ops()));
+        data.extend_from_slice(&encode_record(&[MetaOp::SnapshotEnd]));
+        w.append(&data, AppendFlag::Sync)?;
+        Ok(w)
+    }
+
+    fn remove_older_files(&self) -> Result<()> {
+        for e in self.fs.readdir(&self.dir)? {
+            if let Some(n) = e.name.strip_prefix("meta.").and_then(|n| n.parse::<u64>().ok()) {
+                if n < self.number {
+                    self.fs.remove(&join(&self.dir, &e.name))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The state as of the last record written.
+    pub fn state(&self) -> &MetaState {
+        &self.state
+    }
+
+    /// Appends one atomic record and syncs it; the state changes only if that succeeds.
+    pub fn write(&mut self, ops: Vec<MetaOp>) -> Result<()> {
+        self.writer.append(&encode_record(&ops), AppendFlag::Sync)?;
+        for op in &ops {
+            self.state.apply(op);
+        }
+        self.records += 1;
+        if self.records >= SNAPSHOT_AFTER_RECORDS {
+            let next = self.number + 1;
+            let w = Self::start_file(&self.fs, &self.dir, next, &self.state)?;
+            let mut old = std::mem::replace(&mut self.writer, w);
+            let _ = old.close();
+            self.number = next;
+            self.records = 0;
+            self.remove_older_files()?;
+        }
+        Ok(())
+    }
+
+    /// Closes the current file.
+    pub fn close(&mut self) -> Result<()> {
+        self.writer.close()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,248 @@
+//! Scanning: the request ([`spec::ScanSpec`]), the per-access-group visibility rules
+//! ([`visible::VisibleCells`]) and the query's own predicates and limits ([`SpecFilter`]).
+
+pub mod spec;
+pub mod visible;
+
+use std::ops::Bound;
+
+use common::key::{self, KeyRef};
+
+use crate::error::{Error, Result};
+use crate::iter::CellIter;
+use spec::{CellInterval, CellPos, RowInterval, ScanSpec};
+
+/// One interval of a scan, with the key to seek to at its start.
+#[derive(Debug, Clone)]
+enum Interval {
+    Rows(RowInterval),
+    Cells(CellInterval),
+}
+
+impl Interval {
+    fn start_key(&self) -> Vec<u8> {
+        match self {
+            Self::Rows(r) => match &r.start {
+                Bound::Included(s) => key::row_start(s),
+                Bound::Excluded(s) => key::row_end(s),
+                Bound::Unbounded => Vec::new(),
+            },
+            Self::Cells(c) => match &c.start {
+                Bound::Included(p) => key::cell_start(&p.row, p.family, &p.qualifier),
+                Bound::Excluded(p) => key::cell_end(&p.row, p.family, &p.qualifier),
+                Bound::Unbounded => Vec::new(),
+            },
+        }
+    }
+
+    /// True if the cell lies beyond the end of the interval.
+    fn is_past_end(&self, k: &KeyRef<'_>) -> bool {
+        match self {
+            Self::Rows(r) => r.is_past_end(&k.row()),
+            Self::Cells(c) => {
+                let pos = CellPos {
+                    row: k.row().into_owned(),
+                    family: k.family(),
+                    qualifier: k.qualifier().into_owned(),
+                };
+                match &c.end {
+                    Bound::Included(e) => pos > *e,
+                    Bound::Excluded(e) => pos >= *e,
+                    Bound::Unbounded => false,
+                }
+            }
+        }
+    }
+}
+
+/// Applies a scan's intervals, regexes and limits to a cursor of visible cells.
+pub struct SpecFilter<I: CellIter> {
+    src: I,
+    intervals: Vec<Interval>,
+    next_interval: usize,
+    current: Option<Interval>,
+    row_regex: Option<regex::bytes::Regex>,
+    value_regex: Option<regex::bytes::Regex>,
+    row_limit: u64,
+    row_offset: u64,
+    cell_limit: u64,
+    cell_offset: u64,
+    cell_limit_per_family: u64,
+    // Per interval.
+    rows_started: u64,
+    cells_passed: u64,
+    cells_returned: u64,
+    // Per row / family.
+    cur_row: Vec<u8>,
+    row_counted: bool,
+    cur_family: u16,
+    family_cells: u64,
+    /// The source stands on the cell last returned and must move before the next one.
+    need_next: bool,
+    valid: bool,
+}
+
+impl<I: CellIter> SpecFilter<I> {
+    /// A filter over `src` that starts at the first interval (no seek needed by the caller).
+    pub fn new(src: I, spec: &ScanSpec) -> Result<Self> {
+        let mut intervals: Vec<Interval> = spec
+            .row_intervals
+            .iter()
+            .cloned()
+            .map(Interval::Rows)
+            .chain(spec.cell_intervals.iter().cloned().map(Interval::Cells))
+            .collect();
+        if intervals.is_empty() {
+            intervals.push(Interval::Rows(RowInterval::all()));
+        }
+        intervals.sort_by_key(|i| i.start_key());
+        if spec.row_offset > 0 && spec.cell_offset > 0 {
+            return Err(Error::InvalidInput(
+                "OFFSET and CELL_OFFSET cannot be combined".into(),
+            ));
+        }
+        let mut f = Self {
+            src,
+            intervals,
+            next_interval: 0,
+            current: None,
+            row_regex: spec.row_regex.clone(),
+            value_regex: spec.value_regex.clone(),
+            row_limit: spec.row_limit,
+            row_offset: spec.row_offset,
+            cell_limit: spec.cell_limit,
+            cell_offset: spec.cell_offset,
+            cell_limit_per_family: spec.cell_limit_per_family,
+            rows_started: 0,
+            cells_passed: 0,
+            cells_returned: 0,
+            cur_row: Vec::new(),
+            row_counted: false,
+            cur_family: u16::MAX,
+            family_cells: 0,
+            need_next: false,
+            valid: false,
+        };
+        f.advance()?;
+        Ok(f)
+    }
+
+    /// True while the filter stands on a cell.
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current cell's encoded key.
+    pub fn key(&self) -> &[u8] {
+        self.src.key()
+    }
+
+    /// The current cell's value.
+    pub fn value(&self) -> &[u8] {
+        self.src.value()
+    }
+
+    /// Moves to the next cell.
+    pub fn next(&mut self) -> Result<()> {
+        self.advance()
+    }
+
+    fn start_next_interval(&mut self) -> Result<bool> {
+        let Some(iv) = self.intervals.get(self.next_interval).cloned() else {
+            self.current = None;
+            return Ok(false);
+        };
+        self.next_interval += 1;
+        self.src.seek(&iv.start_key())?;
+        self.current = Some(iv);
+        self.rows_started = 0;
+        self.cells_passed = 0;
+        self.cells_returned = 0;
+        self.cur_row.clear();
+        self.row_counted = false;
+        self.cur_family = u16::MAX;
+        self.family_cells = 0;
+        self.need_next = false;
+        Ok(true)
+    }
+
+    fn advance(&mut self) -> Result<()> {
+        self.valid = false;
+        if self.need_next {
+            self.need_next = false;
+            self.src.next()?;
+        }
+        loop {
+            if self.current.is_none() && !self.start_next_interval()? {
+                return Ok(());
+            }
+            if !self.src.valid() {
+                self.current = None;
+                continue;
+            }
+            let k = KeyRef::new(self.src.key())?;
+            let iv = self.current.as_ref().expect("an interval is current");
+            if iv.is_past_end(&k) {
+                self.current = None;
+                continue;
+            }
+            if k.row_prefix() != self.cur_row.as_slice() {
+                self.cur_row.clear();
+                self.cur_row.extend_from_slice(k.row_prefix());
+                self.row_counted = false;
+                self.cur_family = u16::MAX;
+                if let Some(re) = &self.row_regex {
+                    if !re.is_match(&k.row()) {
+                        let end = key::row_end(&k.row());
+                        self.src.seek(&end)?;
+                        continue;
+                    }
+                }
+            }
+            if let Some(re) = &self.value_regex {
+                if !re.is_match(self.src.value()) {
+                    self.src.next()?;
+                    continue;
+                }
+            }
+            if k.family() as u16 != self.cur_family {
+                self.cur_family = k.family() as u16;
+                self.family_cells = 0;
+            }
+            if self.cell_limit_per_family > 0 {
+                if self.family_cells >= self.cell_limit_per_family {
+                    let end = key::family_end(&k.row(), k.family());
+                    self.src.seek(&end)?;
+                    continue;
+                }
+                self.family_cells += 1;
+            }
+            if !self.row_counted {
+                self.row_counted = true;
+                self.rows_started += 1;
+                if self.row_limit > 0 && self.rows_started > self.row_offset + self.row_limit {
+                    self.current = None;
+                    continue;
+                }
+            }
+            if self.rows_started <= self.row_offset {
+                let end = key::row_end(&k.row());
+                self.src.seek(&end)?;
+                continue;
+            }
+            self.cells_passed += 1;
+            if self.cells_passed <= self.cell_offset {
+                self.src.next()?;
+                continue;
+            }
+            if self.cell_limit > 0 && self.cells_returned >= self.cell_limit {
+                self.current = None;
+                continue;
+            }
+            self.cells_returned += 1;
+            self.need_next = true;
+            self.valid = true;
+            return Ok(());
+        }
+    }
+}
