@@ -5,7 +5,9 @@
 //! Backends: [`local::LocalFs`]; [`fault::FaultFs`] wraps any backend to inject failures in tests.
 //! [`BlockingFs`] lets synchronous engine code (which runs on blocking threads) call any backend.
 
-
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+pub mod fault;
 pub mod local;
 
 use std::future::Future;
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use common::ErrorKind;
 
-
+pub use fault::{FaultAction, FaultFs, FaultOp, FaultRule};
 pub use local::LocalFs;
 
 /// What an append must achieve before it returns.
@@ -51,18 +53,38 @@ pub enum FsError {
     IsADirectory { op: &'static str, path: String },
     #[error("{op} {path}: not a directory")]
     NotADirectory { op: &'static str, path: String },
-    #[error("pread {path}: {len} bytes at offset {offset} is past the end of the file ({file_len} bytes)")]
-    ReadPastEnd { path: String, offset: u64, len: usize, file_len: u64 },
+    #[error(
+        "pread {path}: {len} bytes at offset {offset} is past the end of the file ({file_len} bytes)"
+    )]
+    ReadPastEnd {
+        path: String,
+        offset: u64,
+        len: usize,
+        file_len: u64,
+    },
     #[error("{op} {path}: invalid path: {why}")]
-    InvalidPath { op: &'static str, path: String, why: &'static str },
+    InvalidPath {
+        op: &'static str,
+        path: String,
+        why: &'static str,
+    },
     #[error("{op} {path}: file is closed")]
     Closed { op: &'static str, path: String },
     #[error("{op} {path}: injected fault")]
     Injected { op: &'static str, path: String },
     #[error("{op} {path}: {source}")]
-    Io { op: &'static str, path: String, #[source] source: std::io::Error },
+    Io {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{op} {path}: {msg}")]
-    Backend { op: &'static str, path: String, msg: String },
+    Backend {
+        op: &'static str,
+        path: String,
+        msg: String,
+    },
 }
 
 impl FsError {
@@ -76,9 +98,10 @@ impl FsError {
             | Self::NotADirectory { .. }
             | Self::InvalidPath { .. }
             | Self::ReadPastEnd { .. } => ErrorKind::InvalidInput,
-            Self::Closed { .. } | Self::Injected { .. } | Self::Io { .. } | Self::Backend { .. } => {
-                ErrorKind::Internal
-            }
+            Self::Closed { .. }
+            | Self::Injected { .. }
+            | Self::Io { .. }
+            | Self::Backend { .. } => ErrorKind::Internal,
         }
     }
 
