@@ -330,7 +330,7 @@ pub async fn pread_bounds(fs: Arc<dyn Fs>) {
         }) => assert_eq!((offset, len, file_len), (990, 20, 1000)),
         other => panic!("pread(990, 20) of a 1000-byte file: {other:?}"),
     }
-    let e = r.pread(0, 1001).await.err().expect("past end");
+    let e = r.pread(0, 1001).await.expect_err("past end");
     assert_eq!(e.kind(), common::ErrorKind::InvalidInput);
 }
 
@@ -628,7 +628,7 @@ pub async fn concurrent_readers_see_prefix(fs: Arc<dyn Fs>) {
     let mut pos = 1u64;
     while pos < TOTAL {
         let n = rng.range(1, 64 << 10).min(TOTAL - pos);
-        let flag = if rng.next() % 8 == 0 {
+        let flag = if rng.next().is_multiple_of(8) {
             AppendFlag::None
         } else {
             AppendFlag::Flush
