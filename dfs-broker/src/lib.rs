@@ -4,6 +4,7 @@
 //! append (with a durability flag), pread, length, close, remove, rename, mkdirs, readdir, exists.
 //! Backends: [`local::LocalFs`]; [`fault::FaultFs`] wraps any backend to inject failures in tests.
 //! [`BlockingFs`] lets synchronous engine code (which runs on blocking threads) call any backend.
+//! Every backend must pass the suite in `conformance` (feature `conformance`).
 
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;

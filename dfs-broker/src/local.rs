@@ -2,7 +2,8 @@
 //!
 //! `append(Flush)` hands data to the kernel with write(2), which survives the death of the
 //! process; `append(Sync)` also calls fdatasync. Calls are plain blocking syscalls: the engine
-//! calls them from blocking threads, and they are short except for sync.
+//! calls them from blocking threads, and they are short except for sync. A writer whose write
+//! or sync failed refuses every later append, since what reached the file is unknown.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -377,5 +378,72 @@ impl FsReader for LocalReader {
 
     fn path(&self) -> &str {
         &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local() -> (tempfile::TempDir, LocalFs) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = LocalFs::new(dir.path().join("fs")).expect("LocalFs::new");
+        (dir, fs)
+    }
+
+    /// Regression: pread allocated `len` bytes before checking the file length, so a corrupt
+    /// length aborted the process; and a zero-length read beyond the end succeeded.
+    #[tokio::test]
+    async fn pread_checks_bounds_before_allocating() {
+        let (_dir, fs) = local();
+        let mut w = fs.create("/f", false).await.expect("create");
+        w.append(b"0123456789", AppendFlag::Flush)
+            .await
+            .expect("append");
+        let r = fs.open("/f").await.expect("open");
+        assert!(matches!(
+            r.pread(0, usize::MAX / 2).await,
+            Err(FsError::ReadPastEnd { file_len: 10, .. })
+        ));
+        assert!(matches!(
+            r.pread(11, 0).await,
+            Err(FsError::ReadPastEnd { .. })
+        ));
+        assert!(matches!(
+            r.pread(u64::MAX, 2).await,
+            Err(FsError::ReadPastEnd { .. })
+        ));
+        assert_eq!(r.pread(10, 0).await.expect("empty read at the end"), b"");
+    }
+
+    /// Regression: a failed write dropped the buffered bytes and left the writer usable, so
+    /// later appends landed after a hole of unknown size while `position()` went backwards.
+    #[tokio::test]
+    async fn failed_write_poisons_the_writer() {
+        let (_dir, fs) = local();
+        // /dev/full fails every write with ENOSPC.
+        std::os::unix::fs::symlink("/dev/full", fs.root().join("full")).expect("symlink");
+        let mut w = fs.create("/full", true).await.expect("create");
+        w.append(b"abc", AppendFlag::None)
+            .await
+            .expect("buffered append");
+        assert!(matches!(
+            w.append(b"def", AppendFlag::Flush).await,
+            Err(FsError::Io { .. })
+        ));
+        let later = w.append(b"ghi", AppendFlag::None).await;
+        assert!(matches!(later, Err(FsError::Backend { .. })), "{later:?}");
+        assert!(w.close().await.is_err(), "close of a failed writer");
+        assert!(w.close().await.is_ok(), "second close");
+    }
+
+    /// Regression: rmdir("/", true) deleted the root directory itself.
+    #[tokio::test]
+    async fn rmdir_root_keeps_the_root() {
+        let (_dir, fs) = local();
+        fs.mkdirs("/a/b").await.expect("mkdirs");
+        fs.rmdir("/", true).await.expect("rmdir /");
+        assert!(fs.root().is_dir());
+        assert!(fs.readdir("/").await.expect("readdir").is_empty());
     }
 }
