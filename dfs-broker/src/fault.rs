@@ -53,22 +53,8 @@ pub enum FaultOp {
 }
 
 impl FaultOp {
-    const COUNTED: [FaultOp; 14] = [
-        FaultOp::Create,
-        FaultOp::Append,
-        FaultOp::Sync,
-        FaultOp::Pread,
-        FaultOp::Remove,
-        FaultOp::Rename,
-        FaultOp::Close,
-        FaultOp::Open,
-        FaultOp::Length,
-        FaultOp::Rmdir,
-        FaultOp::Mkdirs,
-        FaultOp::Readdir,
-        FaultOp::Exists,
-        FaultOp::Any,
-    ];
+    /// Number of kinds, for the counters (`Any` is the last variant).
+    const KINDS: usize = FaultOp::Any as usize + 1;
 
     fn index(self) -> usize {
         self as usize
@@ -235,7 +221,7 @@ impl RuleState {
 struct Shared {
     rules: Mutex<Vec<RuleState>>,
     crashed: AtomicBool,
-    counts: [AtomicU64; FaultOp::COUNTED.len()],
+    counts: [AtomicU64; FaultOp::KINDS],
 }
 
 /// What an operation should do after the rules were consulted.
