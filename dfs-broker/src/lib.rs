@@ -4,8 +4,11 @@
 //! append (with a durability flag), pread, length, close, remove, rename, mkdirs, readdir, exists.
 //! Backends: [`local::LocalFs`]; [`fault::FaultFs`] wraps any backend to inject failures in tests.
 //! [`BlockingFs`] lets synchronous engine code (which runs on blocking threads) call any backend.
+//! Every backend must pass the suite in `conformance` (feature `conformance`).
 
-
+#[cfg(any(test, feature = "conformance"))]
+pub mod conformance;
+pub mod fault;
 pub mod local;
 
 use std::future::Future;
@@ -14,7 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use common::ErrorKind;
 
-
+pub use fault::{FaultAction, FaultFs, FaultOp, FaultRule};
 pub use local::LocalFs;
 
 /// What an append must achieve before it returns.
@@ -51,18 +54,38 @@ pub enum FsError {
     IsADirectory { op: &'static str, path: String },
     #[error("{op} {path}: not a directory")]
     NotADirectory { op: &'static str, path: String },
-    #[error("pread {path}: {len} bytes at offset {offset} is past the end of the file ({file_len} bytes)")]
-    ReadPastEnd { path: String, offset: u64, len: usize, file_len: u64 },
+    #[error(
+        "pread {path}: {len} bytes at offset {offset} is past the end of the file ({file_len} bytes)"
+    )]
+    ReadPastEnd {
+        path: String,
+        offset: u64,
+        len: usize,
+        file_len: u64,
+    },
     #[error("{op} {path}: invalid path: {why}")]
-    InvalidPath { op: &'static str, path: String, why: &'static str },
+    InvalidPath {
+        op: &'static str,
+        path: String,
+        why: &'static str,
+    },
     #[error("{op} {path}: file is closed")]
     Closed { op: &'static str, path: String },
     #[error("{op} {path}: injected fault")]
     Injected { op: &'static str, path: String },
     #[error("{op} {path}: {source}")]
-    Io { op: &'static str, path: String, #[source] source: std::io::Error },
+    Io {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{op} {path}: {msg}")]
-    Backend { op: &'static str, path: String, msg: String },
+    Backend {
+        op: &'static str,
+        path: String,
+        msg: String,
+    },
 }
 
 impl FsError {
@@ -76,9 +99,10 @@ impl FsError {
             | Self::NotADirectory { .. }
             | Self::InvalidPath { .. }
             | Self::ReadPastEnd { .. } => ErrorKind::InvalidInput,
-            Self::Closed { .. } | Self::Injected { .. } | Self::Io { .. } | Self::Backend { .. } => {
-                ErrorKind::Internal
-            }
+            Self::Closed { .. }
+            | Self::Injected { .. }
+            | Self::Io { .. }
+            | Self::Backend { .. } => ErrorKind::Internal,
         }
     }
 

@@ -2,7 +2,8 @@
 //!
 //! `append(Flush)` hands data to the kernel with write(2), which survives the death of the
 //! process; `append(Sync)` also calls fdatasync. Calls are plain blocking syscalls: the engine
-//! calls them from blocking threads, and they are short except for sync.
+//! calls them from blocking threads, and they are short except for sync. A writer whose write
+//! or sync failed refuses every later append, since what reached the file is unknown.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -108,6 +109,7 @@ impl Fs for LocalFs {
             path: path.to_string(),
             buf: Vec::new(),
             written: 0,
+            failed: None,
         }))
     }
 
@@ -159,7 +161,26 @@ impl Fs for LocalFs {
                 path: path.to_string(),
             });
         }
-        if recursive {
+        if path == "/" {
+            // The root is the file system itself: empty it, but keep it.
+            for ent in fs::read_dir(&real).map_err(|e| io_err("rmdir", path, e))? {
+                let ent = ent.map_err(|e| io_err("rmdir", path, e))?;
+                if !recursive {
+                    return Err(FsError::DirectoryNotEmpty {
+                        op: "rmdir",
+                        path: path.to_string(),
+                    });
+                }
+                let p = ent.path();
+                let res = if ent.file_type().is_ok_and(|t| t.is_dir()) {
+                    fs::remove_dir_all(&p)
+                } else {
+                    fs::remove_file(&p)
+                };
+                res.map_err(|e| io_err("rmdir", path, e))?;
+            }
+            Ok(())
+        } else if recursive {
             fs::remove_dir_all(&real).map_err(|e| io_err("rmdir", path, e))
         } else {
             fs::remove_dir(&real).map_err(|e| io_err("rmdir", path, e))
@@ -229,10 +250,20 @@ struct LocalWriter {
     buf: Vec<u8>,
     /// Bytes handed to the kernel.
     written: u64,
+    /// Set when a write failed: how much of it reached the file is unknown, so `position()`
+    /// no longer describes the file and every later append or close must fail.
+    failed: Option<String>,
 }
 
 impl LocalWriter {
     fn file(&mut self, op: &'static str) -> FsResult<&mut File> {
+        if let Some(msg) = &self.failed {
+            return Err(FsError::Backend {
+                op,
+                path: self.path.clone(),
+                msg: format!("an earlier write failed: {msg}"),
+            });
+        }
         match self.file.as_mut() {
             Some(f) => Ok(f),
             None => Err(FsError::Closed {
@@ -247,14 +278,20 @@ impl LocalWriter {
             return Ok(());
         }
         let buf = std::mem::take(&mut self.buf);
-        let path = self.path.clone();
-        self.file(op)?
-            .write_all(&buf)
-            .map_err(|e| io_err(op, &path, e))?;
+        let res = self.file(op)?.write_all(&buf);
+        self.check(op, res)?;
         self.written += buf.len() as u64;
         self.buf = buf;
         self.buf.clear();
         Ok(())
+    }
+
+    /// Poisons the writer if a write or sync failed.
+    fn check(&mut self, op: &'static str, res: io::Result<()>) -> FsResult<()> {
+        res.map_err(|e| {
+            self.failed = Some(e.to_string());
+            io_err(op, &self.path, e)
+        })
     }
 }
 
@@ -267,13 +304,13 @@ impl FsWriter for LocalWriter {
             return Ok(());
         }
         self.write_out("append")?;
-        let path = self.path.clone();
-        let f = self.file("append")?;
-        f.write_all(data).map_err(|e| io_err("append", &path, e))?;
-        if flag == AppendFlag::Sync {
-            f.sync_data().map_err(|e| io_err("append", &path, e))?;
-        }
+        let res = self.file("append")?.write_all(data);
+        self.check("append", res)?;
         self.written += data.len() as u64;
+        if flag == AppendFlag::Sync {
+            let res = self.file("append")?.sync_data();
+            self.check("append", res)?;
+        }
         Ok(())
     }
 
@@ -285,12 +322,13 @@ impl FsWriter for LocalWriter {
         if self.file.is_none() {
             return Ok(());
         }
-        self.write_out("close")?;
-        let path = self.path.clone();
-        let f = self.file("close")?;
-        f.sync_data().map_err(|e| io_err("close", &path, e))?;
+        let res = self.write_out("close").and_then(|()| {
+            let res = self.file("close")?.sync_data();
+            self.check("close", res)
+        });
+        // A failed close still closes: retrying cannot tell what reached the file.
         self.file = None;
-        Ok(())
+        res
     }
 
     fn path(&self) -> &str {
@@ -306,15 +344,27 @@ struct LocalReader {
 #[async_trait]
 impl FsReader for LocalReader {
     async fn pread(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        // Check the bounds before allocating: a corrupt length read from a file must come back
+        // as ReadPastEnd, not abort the process trying to allocate it. This also makes a
+        // zero-length read beyond the end an error, which read_exact_at would accept.
+        let past_end = |file_len| FsError::ReadPastEnd {
+            path: self.path.clone(),
+            offset,
+            len,
+            file_len,
+        };
+        let file_len = self.length().await?;
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= file_len => {}
+            _ => return Err(past_end(file_len)),
+        }
         let mut buf = vec![0u8; len];
         match self.file.read_exact_at(&mut buf, offset) {
             Ok(()) => Ok(buf),
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Err(FsError::ReadPastEnd {
-                path: self.path.clone(),
-                offset,
-                len,
-                file_len: self.file.metadata().map(|m| m.len()).unwrap_or(0),
-            }),
+            // The file shrank (was overwritten) since the length check.
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                Err(past_end(self.file.metadata().map(|m| m.len()).unwrap_or(0)))
+            }
             Err(e) => Err(io_err("pread", &self.path, e)),
         }
     }
@@ -328,5 +378,72 @@ impl FsReader for LocalReader {
 
     fn path(&self) -> &str {
         &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn local() -> (tempfile::TempDir, LocalFs) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fs = LocalFs::new(dir.path().join("fs")).expect("LocalFs::new");
+        (dir, fs)
+    }
+
+    /// Regression: pread allocated `len` bytes before checking the file length, so a corrupt
+    /// length aborted the process; and a zero-length read beyond the end succeeded.
+    #[tokio::test]
+    async fn pread_checks_bounds_before_allocating() {
+        let (_dir, fs) = local();
+        let mut w = fs.create("/f", false).await.expect("create");
+        w.append(b"0123456789", AppendFlag::Flush)
+            .await
+            .expect("append");
+        let r = fs.open("/f").await.expect("open");
+        assert!(matches!(
+            r.pread(0, usize::MAX / 2).await,
+            Err(FsError::ReadPastEnd { file_len: 10, .. })
+        ));
+        assert!(matches!(
+            r.pread(11, 0).await,
+            Err(FsError::ReadPastEnd { .. })
+        ));
+        assert!(matches!(
+            r.pread(u64::MAX, 2).await,
+            Err(FsError::ReadPastEnd { .. })
+        ));
+        assert_eq!(r.pread(10, 0).await.expect("empty read at the end"), b"");
+    }
+
+    /// Regression: a failed write dropped the buffered bytes and left the writer usable, so
+    /// later appends landed after a hole of unknown size while `position()` went backwards.
+    #[tokio::test]
+    async fn failed_write_poisons_the_writer() {
+        let (_dir, fs) = local();
+        // /dev/full fails every write with ENOSPC.
+        std::os::unix::fs::symlink("/dev/full", fs.root().join("full")).expect("symlink");
+        let mut w = fs.create("/full", true).await.expect("create");
+        w.append(b"abc", AppendFlag::None)
+            .await
+            .expect("buffered append");
+        assert!(matches!(
+            w.append(b"def", AppendFlag::Flush).await,
+            Err(FsError::Io { .. })
+        ));
+        let later = w.append(b"ghi", AppendFlag::None).await;
+        assert!(matches!(later, Err(FsError::Backend { .. })), "{later:?}");
+        assert!(w.close().await.is_err(), "close of a failed writer");
+        assert!(w.close().await.is_ok(), "second close");
+    }
+
+    /// Regression: rmdir("/", true) deleted the root directory itself.
+    #[tokio::test]
+    async fn rmdir_root_keeps_the_root() {
+        let (_dir, fs) = local();
+        fs.mkdirs("/a/b").await.expect("mkdirs");
+        fs.rmdir("/", true).await.expect("rmdir /");
+        assert!(fs.root().is_dir());
+        assert!(fs.readdir("/").await.expect("readdir").is_empty());
     }
 }
