@@ -355,6 +355,7 @@ impl Inner {
                 GroupState {
                     active: Arc::new(CellCache::new()),
                     frozen: None,
+                    frozen_revision: i64::MIN,
                     stores,
                     flushed_revision: gr.map_or(i64::MIN, |g| g.flushed_revision),
                     next_store: gr.map_or(0, |g| g.next_store),
@@ -676,6 +677,7 @@ impl Engine {
                     None => GroupState {
                         active: Arc::new(CellCache::new()),
                         frozen: None,
+                        frozen_revision: i64::MIN,
                         stores: Vec::new(),
                         flushed_revision: i64::MIN,
                         next_store: 0,

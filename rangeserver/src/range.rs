@@ -23,6 +23,8 @@ pub struct GroupState {
     pub active: Arc<CellCache>,
     /// A cache being written as a cell store by a minor compaction.
     pub frozen: Option<Arc<CellCache>>,
+    /// Every cell of this group with revision <= this is in `frozen` or `stores`.
+    pub frozen_revision: i64,
     pub stores: Vec<Arc<CellStore>>,
     /// Cells with revision <= this are in `stores` (replay skips them).
     pub flushed_revision: i64,

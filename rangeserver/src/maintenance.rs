@@ -1,0 +1,570 @@
+//! Background maintenance: minor, merging and major compactions, splits, commit-log purge and
+//! garbage collection of cell-store files, run by a bounded pool of threads over a bounded queue.
+//!
+//! Every change of a range's files follows one order: write and sync the new cell store, write
+//! the meta-log record that references it (synced), swap the in-memory state, then purge commit-log
+//! fragments and delete files that nothing references. A crash at any point leaves either the
+//! old record (the new file is an orphan, removed at open) or the new one (the old files are
+//! orphans).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use common::key::KeyRef;
+use parking_lot::{Condvar, Mutex};
+
+use crate::cellcache::CellCache;
+use crate::cellstore::{CellStore, CellStoreOptions, CellStoreWriter};
+use crate::engine::{CompactionKind, Engine, Inner, RangeEnd, family_rules};
+use crate::error::{Error, Result};
+use crate::iter::CellIter;
+use crate::merge::{BoundedIter, MergeIter};
+use crate::meta::MetaOp;
+use crate::range::{AccessGroup, GroupState, Range, copy_cache_range, source_of};
+use crate::scan::spec::ScanSpec;
+use crate::scan::visible::{Mode, VisibleCells, VisibleOptions};
+
+/// A unit of background work.
+pub enum Task {
+    /// Write a group's cell cache out as a cell store.
+    Flush { range: Arc<Range>, group: usize },
+    /// Merge a group's cell stores.
+    Merge { range: Arc<Range>, group: usize },
+    /// Rewrite every group of a range (after a split, so the halves stop sharing files).
+    Major { range: Arc<Range> },
+    /// Split a range that grew past the split size.
+    Split { range: Arc<Range> },
+}
+
+struct QueueState {
+    tasks: VecDeque<Task>,
+    running: usize,
+    stopped: bool,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// The bounded task queue shared by the maintenance threads.
+pub struct Queue {
+    state: Mutex<QueueState>,
+    work: Condvar,
+    idle: Condvar,
+    limit: usize,
+}
+
+impl Queue {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            state: Mutex::new(QueueState {
+                tasks: VecDeque::new(),
+                running: 0,
+                stopped: false,
+                threads: Vec::new(),
+            }),
+            work: Condvar::new(),
+            idle: Condvar::new(),
+            limit: limit.max(1),
+        }
+    }
+
+    /// Queues a task; returns false (dropping it) when the queue is full or stopped.
+    pub fn push(&self, t: Task) -> bool {
+        let mut st = self.state.lock();
+        if st.stopped || st.tasks.len() >= self.limit {
+            return false;
+        }
+        st.tasks.push_back(t);
+        self.work.notify_one();
+        true
+    }
+
+    /// Waits until nothing is queued or running.
+    pub fn wait_idle(&self) {
+        let mut st = self.state.lock();
+        while !st.stopped && (!st.tasks.is_empty() || st.running > 0) {
+            self.idle.wait_for(&mut st, Duration::from_millis(100));
+        }
+    }
+}
+
+/// Starts the maintenance threads.
+pub fn start(engine: &Engine) {
+    let n = engine.inner.opts.maintenance_threads.max(1);
+    let mut handles = Vec::with_capacity(n);
+    for i in 0..n {
+        let inner = engine.inner.clone();
+        let h = std::thread::Builder::new()
+            .name(format!("ht-maint-{i}"))
+            .spawn(move || worker(inner))
+            .expect("spawn maintenance thread");
+        handles.push(h);
+    }
+    engine.inner.maint.state.lock().threads = handles;
+}
+
+/// Stops the maintenance threads after their current task; queued tasks are dropped.
+pub fn stop(inner: &Inner) {
+    let threads = {
+        let mut st = inner.maint.state.lock();
+        st.stopped = true;
+        st.tasks.clear();
+        inner.maint.work.notify_all();
+        inner.maint.idle.notify_all();
+        std::mem::take(&mut st.threads)
+    };
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+fn worker(inner: Arc<Inner>) {
+    let q = &inner.maint;
+    loop {
+        let task = {
+            let mut st = q.state.lock();
+            loop {
+                if st.stopped {
+                    return;
+                }
+                if let Some(t) = st.tasks.pop_front() {
+                    st.running += 1;
+                    break Some(t);
+                }
+                if q.work.wait_for(&mut st, Duration::from_secs(1)).timed_out() {
+                    break None;
+                }
+            }
+        };
+        match task {
+            Some(t) => {
+                if let Err(e) = run(&inner, t) {
+                    tracing::error!(error = %e, "maintenance task failed");
+                }
+                let mut st = q.state.lock();
+                st.running -= 1;
+                q.idle.notify_all();
+            }
+            None => {
+                if let Err(e) = collect_garbage(&inner) {
+                    tracing::warn!(error = %e, "garbage collection failed");
+                }
+            }
+        }
+    }
+}
+
+fn run(inner: &Arc<Inner>, task: Task) -> Result<()> {
+    match task {
+        Task::Flush { range, group } => {
+            let r = compact_group(inner, &range, group, CompactionKind::Minor);
+            range.groups[group].flush_queued.store(false, Ordering::Release);
+            r?;
+        }
+        Task::Merge { range, group } => compact_group(inner, &range, group, CompactionKind::Merging)?,
+        Task::Major { range } => {
+            for gi in 0..range.groups.len() {
+                compact_group(inner, &range, gi, CompactionKind::Major)?;
+            }
+        }
+        Task::Split { range } => {
+            if let Some(row) = choose_split_row(&range) {
+                split_range(inner, &range, &row)?;
+            }
+        }
+    }
+    collect_garbage(inner)
+}
+
+/// Queues a minor compaction of a group unless one is queued already.
+pub fn queue_flush(inner: &Inner, range: &Arc<Range>, group: usize) {
+    let g = &range.groups[group];
+    if g.flush_queued.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    if !inner.maint.push(Task::Flush {
+        range: range.clone(),
+        group,
+    }) {
+        g.flush_queued.store(false, Ordering::Release);
+    }
+}
+
+/// The highest revision all of whose cells are in cell stores: commit-log fragments with
+/// nothing newer can be removed.
+pub fn purge_point(inner: &Inner) -> i64 {
+    let mut oldest_unflushed = i64::MAX;
+    for r in inner.ranges.read().values() {
+        for g in &r.groups {
+            let st = g.state();
+            for c in std::iter::once(&st.active).chain(st.frozen.iter()) {
+                if let Some(m) = c.min_revision() {
+                    oldest_unflushed = oldest_unflushed.min(m);
+                }
+            }
+        }
+    }
+    if oldest_unflushed == i64::MAX {
+        inner.current_revision()
+    } else {
+        oldest_unflushed - 1
+    }
+}
+
+fn purge_log(inner: &Inner) -> Result<()> {
+    let n = inner.log.purge(purge_point(inner))?;
+    inner.counters.purged.fetch_add(n as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Runs one compaction of one group, waiting for other maintenance of the range.
+pub fn compact_group(inner: &Inner, range: &Arc<Range>, gi: usize, kind: CompactionKind) -> Result<()> {
+    let _m = range.maintenance.lock();
+    if range.retired.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    compact_locked(inner, range, gi, kind)?;
+    drop(_m);
+    queue_follow_ups(inner, range, gi);
+    Ok(())
+}
+
+fn queue_follow_ups(inner: &Inner, range: &Arc<Range>, gi: usize) {
+    if range.retired.load(Ordering::Acquire) {
+        return;
+    }
+    if range.groups[gi].state().stores.len() > inner.opts.max_stores_per_group {
+        inner.maint.push(Task::Merge {
+            range: range.clone(),
+            group: gi,
+        });
+    }
+    if inner.opts.split_size_bytes > 0 && range.size_bytes() > inner.opts.split_size_bytes {
+        inner.maint.push(Task::Split {
+            range: range.clone(),
+        });
+    }
+}
+
+/// Moves the active cache to `frozen` (unless a frozen one is left from a failed attempt).
+/// Returns false if there is nothing to write.
+fn freeze(inner: &Inner, g: &AccessGroup) -> bool {
+    let _gate = inner.gate.write();
+    let st = g.state();
+    if st.frozen.is_some() {
+        return true;
+    }
+    if st.active.is_empty() {
+        return false;
+    }
+    let rev = inner.current_revision();
+    g.update(|s| GroupState {
+        active: Arc::new(CellCache::new()),
+        frozen: Some(s.active.clone()),
+        frozen_revision: rev,
+        ..s.clone()
+    });
+    true
+}
+
+fn store_options(inner: &Inner, range: &Range, gi: usize) -> Result<CellStoreOptions> {
+    let t = inner.table(range.table_id)?;
+    Ok(t.schema
+        .access_groups
+        .get(gi)
+        .map(CellStoreOptions::from_access_group)
+        .unwrap_or_default())
+}
+
+/// Writes everything `src` yields into a new cell store of the group and opens it.
+fn write_store(inner: &Inner, range: &Range, gi: usize, next_store: u64, src: &mut dyn CellIter) -> Result<Option<Arc<CellStore>>> {
+    let g = &range.groups[gi];
+    let dir = inner.store_dir(range.table_id, &g.name, range.id);
+    let path = format!("{dir}/cs{next_store}");
+    // A file by this name can only be a leftover of a failed attempt: it is not referenced.
+    if inner.fs.exists(&path)? {
+        inner.fs.remove(&path)?;
+    }
+    let mut w = CellStoreWriter::create(&inner.fs, &path, store_options(inner, range, gi)?)?;
+    src.seek(b"")?;
+    while src.valid() {
+        w.add(src.key(), src.value())?;
+        src.next()?;
+    }
+    let empty = w.cells() == 0;
+    w.finish()?;
+    if empty {
+        inner.fs.remove(&path)?;
+        return Ok(None);
+    }
+    Ok(Some(inner.open_store(&path)?))
+}
+
+/// Persists the range with `new_group` in place of group `gi`, then swaps it in memory.
+fn commit_group(inner: &Inner, range: &Range, gi: usize, new_group: GroupState) -> Result<Arc<GroupState>> {
+    let mut rec = range.record();
+    rec.groups[gi] = crate::meta::GroupRecord {
+        name: range.groups[gi].name.clone(),
+        stores: new_group.stores.iter().map(|s| s.path().to_string()).collect(),
+        flushed_revision: new_group.flushed_revision,
+        next_store: new_group.next_store,
+    };
+    inner.meta.lock().write(vec![MetaOp::PutRange(rec)])?;
+    // The active cache may have taken writes meanwhile: keep the current one.
+    Ok(range.groups[gi].update(|cur| GroupState {
+        active: cur.active.clone(),
+        ..new_group
+    }))
+}
+
+fn retire_stores(inner: &Inner, old: &[Arc<CellStore>], new: &[Arc<CellStore>]) {
+    let mut pending = inner.gc_pending.lock();
+    for s in old {
+        if !new.iter().any(|n| n.path() == s.path()) && !pending.iter().any(|p| p.path() == s.path()) {
+            pending.push(s.clone());
+        }
+    }
+}
+
+fn compact_locked(inner: &Inner, range: &Range, gi: usize, kind: CompactionKind) -> Result<()> {
+    let g = &range.groups[gi];
+    let bounds = range.key_bounds();
+    match kind {
+        CompactionKind::Minor => {
+            if !freeze(inner, g) {
+                return Ok(());
+            }
+            let st = g.state();
+            let frozen = st.frozen.clone().expect("frozen after freeze");
+            let mut src = BoundedIter::new(frozen.iter(), bounds.0, bounds.1);
+            let new = write_store(inner, range, gi, st.next_store, &mut src)?;
+            let mut stores = st.stores.clone();
+            stores.extend(new);
+            commit_group(
+                inner,
+                range,
+                gi,
+                GroupState {
+                    active: st.active.clone(),
+                    frozen: None,
+                    frozen_revision: i64::MIN,
+                    stores,
+                    flushed_revision: st.frozen_revision.max(st.flushed_revision),
+                    next_store: st.next_store + 1,
+                },
+            )?;
+            inner.sub_cache_bytes(frozen.memory_bytes());
+            inner.counters.minor.fetch_add(1, Ordering::Relaxed);
+            purge_log(inner)?;
+        }
+        CompactionKind::Merging => {
+            let st = g.state();
+            if st.stores.len() < 2 {
+                return Ok(());
+            }
+            let children: Vec<Box<dyn CellIter>> = st
+                .stores
+                .iter()
+                .map(|s| Box::new(s.scanner(false)) as Box<dyn CellIter>)
+                .collect();
+            let mut src = BoundedIter::new(MergeIter::new(children), bounds.0, bounds.1);
+            let new = write_store(inner, range, gi, st.next_store, &mut src)?;
+            let stores: Vec<Arc<CellStore>> = new.into_iter().collect();
+            commit_group(
+                inner,
+                range,
+                gi,
+                GroupState {
+                    stores: stores.clone(),
+                    next_store: st.next_store + 1,
+                    ..(*st).clone()
+                },
+            )?;
+            retire_stores(inner, &st.stores, &stores);
+            inner.counters.merging.fetch_add(1, Ordering::Relaxed);
+        }
+        CompactionKind::Major => {
+            let had_cache = freeze(inner, g);
+            let st = g.state();
+            if !had_cache && st.stores.is_empty() {
+                return Ok(());
+            }
+            let table = inner.table(range.table_id)?;
+            let rules = family_rules(&table.schema, &ScanSpec::default());
+            let vopts = VisibleOptions {
+                families: Arc::new(rules),
+                time_start: i64::MIN,
+                time_end: i64::MAX,
+                now_ns: inner.opts.clock.now_ns(),
+                return_deletes: false,
+                mode: Mode::MajorCompaction,
+            };
+            let raw = source_of(
+                &GroupState {
+                    active: Arc::new(CellCache::new()),
+                    ..(*st).clone()
+                },
+                bounds,
+                false,
+            );
+            let mut src = VisibleCells::new(raw, vopts);
+            let new = write_store(inner, range, gi, st.next_store, &mut src)?;
+            let stores: Vec<Arc<CellStore>> = new.into_iter().collect();
+            let frozen_bytes = st.frozen.as_ref().map_or(0, |f| f.memory_bytes());
+            commit_group(
+                inner,
+                range,
+                gi,
+                GroupState {
+                    active: st.active.clone(),
+                    frozen: None,
+                    frozen_revision: i64::MIN,
+                    stores: stores.clone(),
+                    flushed_revision: st.frozen_revision.max(st.flushed_revision),
+                    next_store: st.next_store + 1,
+                },
+            )?;
+            retire_stores(inner, &st.stores, &stores);
+            inner.sub_cache_bytes(frozen_bytes);
+            inner.counters.major.fetch_add(1, Ordering::Relaxed);
+            purge_log(inner)?;
+        }
+    }
+    Ok(())
+}
+
+/// A row near the middle of the range's data, from its biggest cell store.
+fn choose_split_row(range: &Range) -> Option<Vec<u8>> {
+    let mut stores: Vec<Arc<CellStore>> = range.groups.iter().flat_map(|g| g.state().stores.clone()).collect();
+    stores.sort_by_key(|s| std::cmp::Reverse(s.trailer().file_size));
+    for s in stores {
+        let Some(mid) = s.middle_key() else { continue };
+        let Ok(k) = KeyRef::new(&mid) else { continue };
+        let row = k.row().into_owned();
+        if range.contains(&row) && range.start_row.as_deref() != Some(row.as_slice()) {
+            return Some(row);
+        }
+    }
+    None
+}
+
+/// Splits `range` so that `row` begins the upper half. Both halves read the parent's cell
+/// stores within their bounds until a compaction rewrites them.
+pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> {
+    let _m = range.maintenance.lock();
+    if range.retired.load(Ordering::Acquire) {
+        return Err(Error::InvalidInput(format!("range {} was already split or dropped", range.id)));
+    }
+    if !range.contains(row) || range.start_row.as_deref() == Some(row) || row.is_empty() {
+        return Err(Error::InvalidInput(format!(
+            "split row {:?} is not strictly inside range {}",
+            String::from_utf8_lossy(row),
+            range.id
+        )));
+    }
+    // Write the caches out first so that the copies made below are small.
+    for gi in 0..range.groups.len() {
+        compact_locked(inner, range, gi, CompactionKind::Minor)?;
+    }
+    let gate = inner.gate.write();
+    let lo_id = inner.next_range_id.fetch_add(2, Ordering::AcqRel);
+    let hi_id = lo_id + 1;
+    let split_key = common::key::row_start(row);
+    let mut halves = Vec::new();
+    let mut added_bytes = 0;
+    let mut removed_bytes = 0;
+    for (id, start, end) in [
+        (lo_id, range.start_row.clone(), Some(row.to_vec())),
+        (hi_id, Some(row.to_vec()), range.end_row.clone()),
+    ] {
+        let mut groups = Vec::new();
+        for g in &range.groups {
+            let st = g.state();
+            let (lo, hi) = if id == lo_id { (None, Some(split_key.as_slice())) } else { (Some(split_key.as_slice()), None) };
+            let caches: Vec<&Arc<CellCache>> = std::iter::once(&st.active).chain(st.frozen.iter()).collect();
+            let copy = copy_cache_range(&caches, lo, hi)?;
+            added_bytes += copy.memory_bytes();
+            groups.push(AccessGroup::new(
+                g.name.clone(),
+                g.index,
+                GroupState {
+                    active: Arc::new(copy),
+                    frozen: None,
+                    frozen_revision: i64::MIN,
+                    stores: st.stores.clone(),
+                    flushed_revision: st.flushed_revision.max(st.frozen_revision),
+                    next_store: 0,
+                },
+            ));
+        }
+        halves.push(Range {
+            id,
+            table_id: range.table_id,
+            start_row: start,
+            end_row: end,
+            groups,
+            maintenance: Mutex::new(()),
+            retired: std::sync::atomic::AtomicBool::new(false),
+            cells_written: std::sync::atomic::AtomicU64::new(0),
+        });
+    }
+    for g in &range.groups {
+        removed_bytes += g.state().cache_bytes();
+    }
+    inner.meta.lock().write(vec![
+        MetaOp::PutRange(halves[0].record()),
+        MetaOp::PutRange(halves[1].record()),
+        MetaOp::RemoveRange(range.id),
+        MetaOp::NextRangeId(hi_id + 1),
+    ])?;
+    let hi = Arc::new(halves.pop().expect("two halves"));
+    let lo = Arc::new(halves.pop().expect("two halves"));
+    {
+        let mut ranges = inner.ranges.write();
+        let old_end = range.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
+        ranges.remove(&(range.table_id, old_end.clone()));
+        ranges.insert((range.table_id, RangeEnd::Row(row.to_vec())), lo.clone());
+        ranges.insert((range.table_id, old_end), hi.clone());
+    }
+    range.retired.store(true, Ordering::Release);
+    inner.add_cache_bytes(added_bytes);
+    inner.sub_cache_bytes(removed_bytes);
+    drop(gate);
+    inner.counters.splits.fetch_add(1, Ordering::Relaxed);
+    tracing::info!(range = range.id, lo = lo.id, hi = hi.id, "range split");
+    // Rewrite both halves so they stop sharing the parent's files.
+    inner.maint.push(Task::Major { range: lo });
+    inner.maint.push(Task::Major { range: hi });
+    Ok(())
+}
+
+/// Deletes replaced cell stores that no range references and no scanner holds.
+pub fn collect_garbage(inner: &Inner) -> Result<()> {
+    let referenced: std::collections::HashSet<String> = inner
+        .ranges
+        .read()
+        .values()
+        .flat_map(|r| r.groups.iter().flat_map(|g| g.state().stores.iter().map(|s| s.path().to_string()).collect::<Vec<_>>()))
+        .collect();
+    let mut pending = inner.gc_pending.lock();
+    let mut keep = Vec::new();
+    for s in pending.drain(..) {
+        if referenced.contains(s.path()) {
+            continue;
+        }
+        if Arc::strong_count(&s) > 1 {
+            keep.push(s);
+            continue;
+        }
+        let path = s.path().to_string();
+        drop(s);
+        match inner.fs.remove(&path) {
+            Ok(()) => tracing::debug!(file = path, "removed cell store"),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => tracing::warn!(file = path, error = %e, "could not remove cell store"),
+        }
+    }
+    *pending = keep;
+    Ok(())
+}
