@@ -203,7 +203,7 @@ impl Bloom {
         if !(1..=MAX_HASHES).contains(&k) {
             return Err(bad(format!("num_hashes {k}")));
         }
-        if num_bits % 8 != 0
+        if !num_bits.is_multiple_of(8)
             || num_bits > MAX_BITS
             || (num_bits / 8) as usize != payload.len() - BLOOM_HEADER_LEN
         {

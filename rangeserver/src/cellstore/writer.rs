@@ -122,7 +122,7 @@ impl CellStoreWriter {
             }
         }
 
-        let shared = if self.block_entries % RESTART_INTERVAL == 0 {
+        let shared = if self.block_entries.is_multiple_of(RESTART_INTERVAL) {
             self.restarts.push(self.block.len() as u32);
             0
         } else {
