@@ -1,0 +1,282 @@
+//! Block framing shared by data, index and bloom blocks (a checksummed fixed header, then the
+//! payload), varints, and the decoded form of a data block.
+
+use crate::error::{Error, Result};
+
+/// Length of the fixed block header.
+pub(crate) const HEADER_LEN: usize = 28;
+pub(crate) const MAGIC_DATA: [u8; 4] = *b"CSDB";
+pub(crate) const MAGIC_INDEX: [u8; 4] = *b"CSIX";
+pub(crate) const MAGIC_BLOOM: [u8; 4] = *b"CSBF";
+pub(crate) const COMPRESSION_NONE: u8 = 0;
+pub(crate) const COMPRESSION_LZ4: u8 = 1;
+/// Every this many entries a data block stores a full key (a restart point).
+pub(crate) const RESTART_INTERVAL: u32 = 16;
+
+/// Appends `v` as an unsigned LEB128 varint.
+#[inline]
+pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Decodes a varint of at most 32 bits at `*pos`, advancing it; `None` if truncated or too long.
+#[inline]
+pub(crate) fn get_varint32(buf: &[u8], pos: &mut usize) -> Option<u32> {
+    let b = *buf.get(*pos)?;
+    if b < 0x80 {
+        *pos += 1;
+        return Some(u32::from(b));
+    }
+    let mut v: u32 = u32::from(b & 0x7F);
+    let mut shift = 7;
+    let mut p = *pos + 1;
+    loop {
+        let b = *buf.get(p)?;
+        p += 1;
+        if shift == 28 && b > 0x0F {
+            return None;
+        }
+        v |= u32::from(b & 0x7F) << shift;
+        if b < 0x80 {
+            *pos = p;
+            return Some(v);
+        }
+        shift += 7;
+        if shift > 28 {
+            return None;
+        }
+    }
+}
+
+pub(crate) fn read_u32(buf: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(buf[at..at + 4].try_into().expect("4-byte slice"))
+}
+
+pub(crate) fn read_u64(buf: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(buf[at..at + 8].try_into().expect("8-byte slice"))
+}
+
+pub(crate) fn corrupt(file: &str, offset: u64, msg: impl Into<String>) -> Error {
+    Error::Corrupt {
+        file: file.to_string(),
+        offset,
+        msg: msg.into(),
+    }
+}
+
+/// Frames `payload` as a block into `out` (cleared first): header, then the payload, lz4-compressed
+/// when `compress` is set and compression shrinks it.
+pub(crate) fn encode_block(
+    out: &mut Vec<u8>,
+    magic: [u8; 4],
+    compress: bool,
+    entry_count: u32,
+    payload: &[u8],
+) {
+    out.clear();
+    out.resize(HEADER_LEN, 0);
+    let mut compression = COMPRESSION_NONE;
+    if compress && !payload.is_empty() {
+        let max = lz4_flex::block::get_maximum_output_size(payload.len());
+        out.resize(HEADER_LEN + max, 0);
+        match lz4_flex::block::compress_into(payload, &mut out[HEADER_LEN..]) {
+            Ok(n) if n < payload.len() => {
+                out.truncate(HEADER_LEN + n);
+                compression = COMPRESSION_LZ4;
+            }
+            _ => out.truncate(HEADER_LEN),
+        }
+    }
+    if compression == COMPRESSION_NONE {
+        out.extend_from_slice(payload);
+    }
+    let stored_len = (out.len() - HEADER_LEN) as u32;
+    let payload_crc = crc32c::crc32c(&out[HEADER_LEN..]);
+    let h = &mut out[..HEADER_LEN];
+    h[0..4].copy_from_slice(&magic);
+    h[4] = compression;
+    h[5..8].fill(0);
+    h[8..12].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    h[12..16].copy_from_slice(&stored_len.to_le_bytes());
+    h[16..20].copy_from_slice(&entry_count.to_le_bytes());
+    h[20..24].copy_from_slice(&payload_crc.to_le_bytes());
+    let header_crc = crc32c::crc32c(&h[..24]);
+    h[24..28].copy_from_slice(&header_crc.to_le_bytes());
+}
+
+/// Verifies and unpacks a whole stored block read from `file` at `offset`: returns its entry count
+/// and uncompressed payload.
+pub(crate) fn decode_block(
+    file: &str,
+    offset: u64,
+    mut buf: Vec<u8>,
+    magic: [u8; 4],
+) -> Result<(u32, Vec<u8>)> {
+    if buf.len() < HEADER_LEN {
+        return Err(corrupt(
+            file,
+            offset,
+            format!("block of {} bytes is shorter than its header", buf.len()),
+        ));
+    }
+    let h = &buf[..HEADER_LEN];
+    if crc32c::crc32c(&h[..24]) != read_u32(h, 24) {
+        return Err(Error::Checksum {
+            file: file.to_string(),
+            offset,
+            what: "block header".into(),
+        });
+    }
+    if h[0..4] != magic {
+        return Err(corrupt(
+            file,
+            offset,
+            format!(
+                "block magic {:?}, expected {:?}",
+                String::from_utf8_lossy(&h[0..4]),
+                String::from_utf8_lossy(&magic)
+            ),
+        ));
+    }
+    let compression = h[4];
+    let uncompressed_len = read_u32(h, 8) as usize;
+    let stored_len = read_u32(h, 12) as usize;
+    let entry_count = read_u32(h, 16);
+    let payload_crc = read_u32(h, 20);
+    if stored_len != buf.len() - HEADER_LEN {
+        return Err(corrupt(
+            file,
+            offset,
+            format!(
+                "block header says {stored_len} stored bytes, index says {}",
+                buf.len() - HEADER_LEN
+            ),
+        ));
+    }
+    if crc32c::crc32c(&buf[HEADER_LEN..]) != payload_crc {
+        return Err(Error::Checksum {
+            file: file.to_string(),
+            offset,
+            what: "block payload".into(),
+        });
+    }
+    match compression {
+        COMPRESSION_NONE => {
+            if uncompressed_len != stored_len {
+                return Err(corrupt(
+                    file,
+                    offset,
+                    "uncompressed block with differing lengths",
+                ));
+            }
+            buf.drain(..HEADER_LEN);
+            Ok((entry_count, buf))
+        }
+        COMPRESSION_LZ4 => {
+            let mut out = vec![0u8; uncompressed_len];
+            match lz4_flex::block::decompress_into(&buf[HEADER_LEN..], &mut out) {
+                Ok(n) if n == uncompressed_len => Ok((entry_count, out)),
+                Ok(n) => Err(corrupt(
+                    file,
+                    offset,
+                    format!("lz4 block decompressed to {n} bytes, expected {uncompressed_len}"),
+                )),
+                Err(e) => Err(corrupt(file, offset, format!("lz4: {e}"))),
+            }
+        }
+        c => Err(corrupt(
+            file,
+            offset,
+            format!("unknown compression type {c}"),
+        )),
+    }
+}
+
+/// A verified, decompressed data block: entries, then the restart array, then its count.
+#[derive(Debug)]
+pub struct DataBlock {
+    pub(crate) data: Vec<u8>,
+    /// Where the entries end and the restart array starts.
+    pub(crate) entries_end: usize,
+    pub(crate) num_restarts: usize,
+}
+
+impl DataBlock {
+    /// Checks the restart array of a payload that passed its checksum.
+    pub(crate) fn parse(data: Vec<u8>, entry_count: u32, file: &str, offset: u64) -> Result<Self> {
+        let bad = |msg: &str| corrupt(file, offset, format!("data block: {msg}"));
+        if data.len() < 4 {
+            return Err(bad("too short for a restart count"));
+        }
+        let num_restarts = read_u32(&data, data.len() - 4) as usize;
+        let entries_end = num_restarts
+            .checked_mul(4)
+            .and_then(|n| (data.len() - 4).checked_sub(n))
+            .ok_or_else(|| bad("restart array longer than the block"))?;
+        let expected = entry_count.div_ceil(RESTART_INTERVAL) as usize;
+        if entry_count == 0 || num_restarts != expected {
+            return Err(bad("restart count does not match the entry count"));
+        }
+        let mut prev = 0usize;
+        for i in 0..num_restarts {
+            let r = read_u32(&data, entries_end + 4 * i) as usize;
+            if (i == 0 && r != 0) || (i > 0 && r <= prev) || r >= entries_end {
+                return Err(bad("restart offsets out of order or out of range"));
+            }
+            prev = r;
+        }
+        Ok(Self {
+            data,
+            entries_end,
+            num_restarts,
+        })
+    }
+
+    pub(crate) fn restart(&self, i: usize) -> usize {
+        read_u32(&self.data, self.entries_end + 4 * i) as usize
+    }
+
+    /// Size charged to the block cache.
+    pub(crate) fn weight(&self) -> u64 {
+        self.data.len().max(1) as u64
+    }
+}
+
+/// One decoded entry header: where its pieces lie in the block.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Entry {
+    pub shared: usize,
+    pub unshared_start: usize,
+    pub unshared_len: usize,
+    pub value_start: usize,
+    pub value_len: usize,
+    pub next: usize,
+}
+
+/// Decodes the entry at `pos` of `data[..end]`; `None` if it does not fit.
+#[inline]
+pub(crate) fn decode_entry(data: &[u8], pos: usize, end: usize) -> Option<Entry> {
+    let d = &data[..end];
+    let mut p = pos;
+    let shared = get_varint32(d, &mut p)? as usize;
+    let unshared_len = get_varint32(d, &mut p)? as usize;
+    let value_len = get_varint32(d, &mut p)? as usize;
+    let unshared_start = p;
+    let value_start = unshared_start.checked_add(unshared_len)?;
+    let next = value_start.checked_add(value_len)?;
+    if next > end {
+        return None;
+    }
+    Some(Entry {
+        shared,
+        unshared_start,
+        unshared_len,
+        value_start,
+        value_len,
+        next,
+    })
+}

@@ -1,0 +1,229 @@
+//! An open cell store: trailer, block index and bloom filter in memory, data blocks read on
+//! demand through the shared block cache.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use common::BloomFilterMode;
+use dfs_broker::{BlockingFs, BlockingReader};
+
+use super::block::{
+    DataBlock, HEADER_LEN, MAGIC_BLOOM, MAGIC_DATA, MAGIC_INDEX, corrupt, decode_block,
+    get_varint32, read_u32, read_u64,
+};
+use super::bloom::Bloom;
+use super::scanner::CellStoreScanner;
+use super::trailer::{TRAILER_LEN, Trailer};
+use crate::block_cache::BlockCache;
+use crate::error::Result;
+
+/// Source of file ids for block-cache keys: unique per opened store within the process.
+static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// One block of the index: its last key (in `CellStore::index_keys`), offset and stored size.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct IndexEntry {
+    key_start: usize,
+    key_len: usize,
+    pub offset: u64,
+    pub size: u32,
+}
+
+/// An open, immutable cell store; shared as `Arc<CellStore>`.
+pub struct CellStore {
+    path: String,
+    reader: BlockingReader,
+    cache: Arc<BlockCache>,
+    file_id: u64,
+    trailer: Trailer,
+    index_keys: Vec<u8>,
+    index: Vec<IndexEntry>,
+    bloom: Option<Bloom>,
+}
+
+impl std::fmt::Debug for CellStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CellStore")
+            .field("path", &self.path)
+            .field("file_id", &self.file_id)
+            .field("trailer", &self.trailer)
+            .finish()
+    }
+}
+
+impl CellStore {
+    /// Opens `path`, verifying the trailer, index and bloom filter.
+    pub fn open(fs: &BlockingFs, path: &str, cache: Arc<BlockCache>) -> Result<Arc<Self>> {
+        let reader = fs.open(path)?;
+        let file_size = reader.length()?;
+        if file_size < TRAILER_LEN as u64 {
+            return Err(corrupt(
+                path,
+                0,
+                format!("file of {file_size} bytes is too short for a cell store"),
+            ));
+        }
+        let t = reader.pread(file_size - TRAILER_LEN as u64, TRAILER_LEN)?;
+        let trailer = Trailer::decode(&t, path, file_size)?;
+
+        let index_len = usize::try_from(trailer.index_len)
+            .map_err(|_| corrupt(path, trailer.index_offset, "index too long"))?;
+        let buf = reader.pread(trailer.index_offset, index_len)?;
+        let (count, payload) = decode_block(path, trailer.index_offset, buf, MAGIC_INDEX)?;
+        let (index_keys, index) = parse_index(&payload, count, &trailer, path)?;
+
+        let bloom = if trailer.bloom_mode == BloomFilterMode::None {
+            None
+        } else {
+            let len = usize::try_from(trailer.bloom_len)
+                .map_err(|_| corrupt(path, trailer.bloom_offset, "bloom too long"))?;
+            let buf = reader.pread(trailer.bloom_offset, len)?;
+            let (_, payload) = decode_block(path, trailer.bloom_offset, buf, MAGIC_BLOOM)?;
+            let b = Bloom::parse(payload, path, trailer.bloom_offset)?;
+            if b.mode != trailer.bloom_mode {
+                return Err(corrupt(
+                    path,
+                    trailer.bloom_offset,
+                    "bloom mode differs from the trailer's",
+                ));
+            }
+            Some(b)
+        };
+        Ok(Arc::new(Self {
+            path: path.to_string(),
+            reader,
+            cache,
+            file_id: NEXT_FILE_ID.fetch_add(1, Ordering::Relaxed),
+            trailer,
+            index_keys,
+            index,
+            bloom,
+        }))
+    }
+
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    pub fn trailer(&self) -> &Trailer {
+        &self.trailer
+    }
+
+    /// False only if the bloom filter proves the row absent (true when there is no filter).
+    pub fn may_contain_row(&self, row: &[u8]) -> bool {
+        match &self.bloom {
+            None => true,
+            Some(b) => b.may_contain(&common::key::row_start(row)),
+        }
+    }
+
+    /// With a rows+cols filter, false only if the cell is provably absent; with a rows filter
+    /// this is `may_contain_row`.
+    pub fn may_contain_cell(&self, row: &[u8], family: u8, qualifier: &[u8]) -> bool {
+        match &self.bloom {
+            Some(b) if b.mode == BloomFilterMode::RowsCols => {
+                b.may_contain(&common::key::cell_start(row, family, qualifier))
+            }
+            _ => self.may_contain_row(row),
+        }
+    }
+
+    /// The last key of the block that straddles the middle of the data by bytes.
+    pub fn middle_key(&self) -> Option<Vec<u8>> {
+        let half = self.trailer.index_offset / 2;
+        let i = self
+            .index
+            .partition_point(|e| e.offset + u64::from(e.size) <= half);
+        let i = i.min(self.index.len().checked_sub(1)?);
+        Some(self.index_key(i).to_vec())
+    }
+
+    /// A new unpositioned scanner; call `seek` before use.
+    pub fn scanner(self: &Arc<Self>, fill_cache: bool) -> CellStoreScanner {
+        CellStoreScanner::new(self.clone(), fill_cache)
+    }
+
+    pub(crate) fn num_blocks(&self) -> usize {
+        self.index.len()
+    }
+
+    pub(crate) fn index_key(&self, i: usize) -> &[u8] {
+        let e = &self.index[i];
+        &self.index_keys[e.key_start..e.key_start + e.key_len]
+    }
+
+    pub(crate) fn block_offset(&self, i: usize) -> u64 {
+        self.index[i].offset
+    }
+
+    /// The first block whose last key is `>= key` (`num_blocks()` if none).
+    pub(crate) fn find_block(&self, key: &[u8]) -> usize {
+        self.index
+            .partition_point(|e| &self.index_keys[e.key_start..e.key_start + e.key_len] < key)
+    }
+
+    /// Fetches data block `i` from the cache or the file.
+    pub(crate) fn load_block(&self, i: usize, fill_cache: bool) -> Result<Arc<DataBlock>> {
+        let e = self.index[i];
+        if let Some(b) = self.cache.get(self.file_id, e.offset) {
+            return Ok(b);
+        }
+        let buf = self.reader.pread(e.offset, e.size as usize)?;
+        let (count, payload) = decode_block(&self.path, e.offset, buf, MAGIC_DATA)?;
+        let b = Arc::new(DataBlock::parse(payload, count, &self.path, e.offset)?);
+        if fill_cache {
+            self.cache.insert(self.file_id, e.offset, b.clone());
+        }
+        Ok(b)
+    }
+}
+
+/// Parses a verified index payload and checks it against the trailer.
+fn parse_index(
+    p: &[u8],
+    count: u32,
+    trailer: &Trailer,
+    path: &str,
+) -> Result<(Vec<u8>, Vec<IndexEntry>)> {
+    let at = trailer.index_offset;
+    let bad = |msg: &str| corrupt(path, at, format!("index block: {msg}"));
+    if u64::from(count) != trailer.block_count {
+        return Err(bad("entry count differs from the trailer's block count"));
+    }
+    let mut keys = Vec::new();
+    let mut index = Vec::with_capacity(count.min(1 << 20) as usize);
+    let mut pos = 0usize;
+    let mut next_offset = 0u64;
+    for _ in 0..count {
+        let key_len = get_varint32(p, &mut pos).ok_or_else(|| bad("truncated entry"))? as usize;
+        if p.len().saturating_sub(pos) < key_len + 12 {
+            return Err(bad("truncated entry"));
+        }
+        let key = &p[pos..pos + key_len];
+        if let Some(prev) = index.last() {
+            let prev: &IndexEntry = prev;
+            if keys[prev.key_start..prev.key_start + prev.key_len] >= *key {
+                return Err(bad("keys out of order"));
+            }
+        }
+        let offset = read_u64(p, pos + key_len);
+        let size = read_u32(p, pos + key_len + 8);
+        // Data blocks tile the file from offset 0 up to the index.
+        if offset != next_offset || (size as usize) < HEADER_LEN {
+            return Err(bad("block offsets do not tile the data region"));
+        }
+        next_offset = offset + u64::from(size);
+        index.push(IndexEntry {
+            key_start: keys.len(),
+            key_len,
+            offset,
+            size,
+        });
+        keys.extend_from_slice(key);
+        pos += key_len + 12;
+    }
+    if pos != p.len() || next_offset != trailer.index_offset {
+        return Err(bad("entries do not fill the index or the data region"));
+    }
+    Ok((keys, index))
+}
