@@ -27,7 +27,7 @@ use crate::cellstore::CellStore;
 use crate::commitlog::{CommitLog, CommitLogOptions};
 use crate::error::{Error, Result};
 use crate::iter::CellIter;
-use crate::maintenance::{self, Task};
+use crate::maintenance;
 use crate::merge::MergeIter;
 use crate::meta::{GroupRecord, MetaLog, MetaOp, RangeRecord};
 use crate::range::{AccessGroup, GroupState, Range};
@@ -638,7 +638,6 @@ impl Engine {
         self.check_open()?;
         schema.validate()?;
         let inner = &self.inner;
-        let _gate = inner.gate.write();
         let old = inner.table(schema.id)?;
         for f in &old.schema.families {
             match schema.family_by_id(f.id) {
@@ -657,81 +656,83 @@ impl Engine {
                 }
             }
         }
-        let _maint: Vec<_> = inner.table_ranges(schema.id);
-        let info = TableInfo::new(schema.clone());
-        // Rebuild ranges so new access groups get state; existing groups keep theirs.
-        let mut ops = vec![MetaOp::PutTable(schema.clone())];
-        let mut ranges = inner.ranges.write();
-        let keys: Vec<(u32, RangeEnd)> = ranges
-            .range((schema.id, RangeEnd::Row(Vec::new()))..=(schema.id, RangeEnd::Max))
-            .map(|(k, _)| k.clone())
-            .collect();
-        let mut rebuilt = Vec::new();
-        for k in keys {
-            let old_r = ranges.get(&k).expect("key just listed").clone();
-            let _m = old_r.maintenance.lock();
-            let mut groups = Vec::new();
-            for (gi, spec) in schema.access_groups.iter().enumerate() {
-                let state = match old_r.groups.iter().find(|g| g.name == spec.name) {
-                    Some(g) => (*g.state()).clone(),
-                    None => GroupState {
-                        active: Arc::new(CellCache::new()),
-                        frozen: None,
-                        frozen_revision: i64::MIN,
-                        stores: Vec::new(),
-                        flushed_revision: i64::MIN,
-                        next_store: 0,
-                    },
+        with_table_locked(inner, schema.id, |olds| {
+            let _gate = inner.gate.write();
+            // Rebuild ranges so new access groups get state; existing groups keep theirs.
+            let mut ops = vec![MetaOp::PutTable(schema.clone())];
+            let mut rebuilt = Vec::new();
+            for old_r in olds {
+                let mut groups = Vec::new();
+                for (gi, spec) in schema.access_groups.iter().enumerate() {
+                    let state = match old_r.groups.iter().find(|g| g.name == spec.name) {
+                        Some(g) => (*g.state()).clone(),
+                        None => GroupState {
+                            active: Arc::new(CellCache::new()),
+                            frozen: None,
+                            frozen_revision: i64::MIN,
+                            stores: Vec::new(),
+                            flushed_revision: i64::MIN,
+                            next_store: 0,
+                        },
+                    };
+                    groups.push(AccessGroup::new(spec.name.clone(), gi, state));
+                }
+                let r = Range {
+                    id: old_r.id,
+                    table_id: old_r.table_id,
+                    start_row: old_r.start_row.clone(),
+                    end_row: old_r.end_row.clone(),
+                    groups,
+                    maintenance: Mutex::new(()),
+                    retired: AtomicBool::new(false),
+                    cells_written: AtomicU64::new(old_r.cells_written.load(Ordering::Relaxed)),
                 };
-                groups.push(AccessGroup::new(spec.name.clone(), gi, state));
+                ops.push(MetaOp::PutRange(r.record()));
+                rebuilt.push((Arc::new(r), old_r.clone()));
             }
-            let r = Range {
-                id: old_r.id,
-                table_id: old_r.table_id,
-                start_row: old_r.start_row.clone(),
-                end_row: old_r.end_row.clone(),
-                groups,
-                maintenance: Mutex::new(()),
-                retired: AtomicBool::new(false),
-                cells_written: AtomicU64::new(old_r.cells_written.load(Ordering::Relaxed)),
-            };
-            ops.push(MetaOp::PutRange(r.record()));
-            rebuilt.push((k, Arc::new(r), old_r));
-        }
-        inner.meta.lock().write(ops)?;
-        for (k, r, old_r) in rebuilt {
-            old_r.retired.store(true, Ordering::Release);
-            ranges.insert(k, r);
-        }
-        inner.tables.write().insert(schema.id, Arc::new(info));
-        Ok(())
+            inner.meta.lock().write(ops)?;
+            let mut ranges = inner.ranges.write();
+            for (r, old_r) in rebuilt {
+                old_r.retired.store(true, Ordering::Release);
+                let end = r.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
+                ranges.insert((r.table_id, end), r);
+            }
+            inner.tables.write().insert(schema.id, Arc::new(TableInfo::new(schema.clone())));
+            Ok(())
+        })
     }
 
     /// Drops a table: its ranges and, once no scanner uses them, its files.
     pub fn drop_table(&self, table_id: u32) -> Result<()> {
         self.check_open()?;
         let inner = &self.inner;
-        let _gate = inner.gate.write();
         inner.table(table_id)?;
-        inner.meta.lock().write(vec![MetaOp::DropTable(table_id)])?;
-        inner.tables.write().remove(&table_id);
-        let removed: Vec<Arc<Range>> = {
-            let mut ranges = inner.ranges.write();
-            let keys: Vec<(u32, RangeEnd)> = ranges
-                .range((table_id, RangeEnd::Row(Vec::new()))..=(table_id, RangeEnd::Max))
-                .map(|(k, _)| k.clone())
-                .collect();
-            keys.iter().filter_map(|k| ranges.remove(k)).collect()
-        };
-        for r in &removed {
-            r.retired.store(true, Ordering::Release);
-            for g in &r.groups {
-                let st = g.state();
-                inner.sub_cache_bytes(st.cache_bytes());
-                inner.gc_pending.lock().extend(st.stores.iter().cloned());
+        with_table_locked(inner, table_id, |removed| {
+            let _gate = inner.gate.write();
+            inner.meta.lock().write(vec![MetaOp::DropTable(table_id)])?;
+            inner.tables.write().remove(&table_id);
+            {
+                let mut ranges = inner.ranges.write();
+                for r in removed {
+                    let end = r.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
+                    ranges.remove(&(table_id, end));
+                }
             }
-        }
-        drop(removed);
+            for r in removed {
+                r.retired.store(true, Ordering::Release);
+                for g in &r.groups {
+                    let st = g.state();
+                    inner.sub_cache_bytes(st.cache_bytes());
+                    let mut pending = inner.gc_pending.lock();
+                    for s in &st.stores {
+                        if !pending.iter().any(|p| p.path() == s.path()) {
+                            pending.push(s.clone());
+                        }
+                    }
+                }
+            }
+            Ok(())
+        })?;
         maintenance::collect_garbage(inner)?;
         let dir = format!("{}/{table_id}", inner.tables_dir());
         if inner.gc_pending.lock().iter().all(|s| !s.path().starts_with(&dir))
@@ -1098,6 +1099,23 @@ impl Engine {
         self.inner.log.close()?;
         self.inner.meta.lock().close()?;
         Ok(())
+    }
+}
+
+/// Runs `f` with the table's ranges while holding all their maintenance locks (taken before
+/// the gate, in the same order compactions take them), retrying if a split changed the ranges.
+fn with_table_locked<T>(inner: &Inner, table_id: u32, f: impl FnOnce(&[Arc<Range>]) -> Result<T>) -> Result<T> {
+    loop {
+        let ranges = inner.table_ranges(table_id);
+        let guards: Vec<_> = ranges.iter().map(|r| r.maintenance.lock()).collect();
+        if ranges.iter().any(|r| r.retired.load(Ordering::Acquire)) {
+            drop(guards);
+            std::thread::yield_now();
+            continue;
+        }
+        let out = f(&ranges);
+        drop(guards);
+        return out;
     }
 }
 

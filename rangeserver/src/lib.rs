@@ -7,10 +7,14 @@
 pub mod block_cache;
 pub mod cellcache;
 pub mod cellstore;
+pub mod engine;
 pub mod commitlog;
 pub mod error;
 pub mod iter;
+pub(crate) mod maintenance;
 pub mod merge;
+pub mod meta;
+pub mod range;
 pub mod scan;
 
 pub use error::{Error, Result};

@@ -5,7 +5,7 @@
 //! `Arc` of it and never block writers.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 
 use common::key;
 use parking_lot::{Mutex, RwLock};

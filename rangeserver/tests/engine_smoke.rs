@@ -1,0 +1,59 @@
+//! End-to-end checks of the engine API: write, scan, compact, split, reopen.
+
+use std::sync::Arc;
+
+use common::TableSchema;
+use common::key::CellFlag;
+use dfs_broker::LocalFs;
+use rangeserver::engine::{CompactionKind, Engine, EngineOptions, Mutation};
+use rangeserver::scan::spec::ScanSpec;
+
+fn schema() -> TableSchema {
+    let mut s = TableSchema::new(1, "/t");
+    s.add_family("a");
+    s.add_family("b");
+    s
+}
+
+fn rows(e: &Engine) -> Vec<(String, u8, String)> {
+    e.scan(1, &ScanSpec::default())
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .into_iter()
+        .map(|c| (String::from_utf8(c.key.row).unwrap(), c.key.family, String::from_utf8(c.value).unwrap()))
+        .collect()
+}
+
+#[test]
+fn write_scan_compact_split_reopen() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(fs.clone(), "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    e.create_table(schema()).unwrap();
+    let muts: Vec<Mutation> = (0..1000)
+        .map(|i| Mutation::insert(format!("row{i:04}"), 1 + (i % 2) as u8, "", format!("v{i}")))
+        .collect();
+    e.apply(1, &muts).unwrap();
+    assert_eq!(rows(&e).len(), 1000);
+    e.compact(Some(1), CompactionKind::Minor).unwrap();
+    assert_eq!(rows(&e).len(), 1000);
+    e.apply(1, &[Mutation::delete(CellFlag::DeleteRow, "row0005", 0, "", None)]).unwrap();
+    assert_eq!(rows(&e).len(), 999);
+    e.split(1, b"row0500").unwrap();
+    assert_eq!(e.ranges(1).len(), 2);
+    assert_eq!(rows(&e).len(), 999);
+    e.wait_for_maintenance();
+    assert_eq!(rows(&e).len(), 999);
+    e.close().unwrap();
+    drop(e);
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    assert_eq!(e.ranges(1).len(), 2);
+    let r = rows(&e);
+    assert_eq!(r.len(), 999);
+    assert_eq!(r[0], ("row0000".into(), 1, "v0".into()));
+    assert!(!r.iter().any(|x| x.0 == "row0005"));
+    e.compact(Some(1), CompactionKind::Major).unwrap();
+    assert_eq!(rows(&e).len(), 999);
+}
