@@ -214,7 +214,12 @@ pub fn family_end(row: &[u8], family: u8) -> Vec<u8> {
 
 impl Key {
     /// A value key.
-    pub fn insert(row: impl Into<Vec<u8>>, family: u8, qualifier: impl Into<Vec<u8>>, ts: i64) -> Self {
+    pub fn insert(
+        row: impl Into<Vec<u8>>,
+        family: u8,
+        qualifier: impl Into<Vec<u8>>,
+        ts: i64,
+    ) -> Self {
         Self {
             row: row.into(),
             family,
@@ -408,7 +413,10 @@ mod tests {
 
     fn key_strategy() -> impl Strategy<Value = Key> {
         (
-            proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(2u8), any::<u8>()], 0..6),
+            proptest::collection::vec(
+                prop_oneof![Just(0u8), Just(1u8), Just(2u8), any::<u8>()],
+                0..6,
+            ),
             any::<u8>(),
             proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..4),
             any::<i64>(),

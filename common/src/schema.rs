@@ -292,14 +292,20 @@ mod tests {
         assert!(s.validate().is_ok());
         let mut dup = s.clone();
         dup.families[1].name = "a".into();
-        assert_eq!(dup.validate(), Err(SchemaError::DuplicateFamily("a".into())));
+        assert_eq!(
+            dup.validate(),
+            Err(SchemaError::DuplicateFamily("a".into()))
+        );
         let mut ctr = s.clone();
         ctr.families[0].counter = true;
         ctr.families[0].max_versions = 3;
         assert_eq!(ctr.validate(), Err(SchemaError::BadCounter("a".into())));
         let mut ag = s.clone();
         ag.families[0].access_group = "nope".into();
-        assert!(matches!(ag.validate(), Err(SchemaError::UnknownAccessGroup { .. })));
+        assert!(matches!(
+            ag.validate(),
+            Err(SchemaError::UnknownAccessGroup { .. })
+        ));
         let back = TableSchema::from_json(&s.to_json()).unwrap();
         assert_eq!(back, s);
     }

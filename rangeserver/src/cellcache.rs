@@ -50,9 +50,7 @@ impl Slot {
 
     fn value(&self) -> &[u8] {
         // SAFETY: as in `key`; the value follows the key in the same allocation.
-        unsafe {
-            std::slice::from_raw_parts(self.ptr.add(self.klen as usize), self.vlen as usize)
-        }
+        unsafe { std::slice::from_raw_parts(self.ptr.add(self.klen as usize), self.vlen as usize) }
     }
 }
 
@@ -155,7 +153,10 @@ impl CellCache {
     /// Inserts cells (encoded key, value, revision) under one lock. A key already present is
     /// replaced (it can only be the same cell again, as keys carry their revision).
     /// Returns the growth of `memory_bytes`.
-    pub fn insert_batch<'a>(&self, cells: impl IntoIterator<Item = (&'a [u8], &'a [u8], i64)>) -> u64 {
+    pub fn insert_batch<'a>(
+        &self,
+        cells: impl IntoIterator<Item = (&'a [u8], &'a [u8], i64)>,
+    ) -> u64 {
         let mut inner = self.inner.write();
         let before = inner.arena_bytes + inner.index.len() as u64 * INDEX_BYTES_PER_CELL;
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
@@ -166,7 +167,8 @@ impl CellCache {
             inner.index.replace(slot);
         }
         let after = inner.arena_bytes + inner.index.len() as u64 * INDEX_BYTES_PER_CELL;
-        self.cells.store(inner.index.len() as u64, AtomicOrdering::Relaxed);
+        self.cells
+            .store(inner.index.len() as u64, AtomicOrdering::Relaxed);
         self.memory_bytes.store(after, AtomicOrdering::Release);
         self.min_revision.fetch_min(lo, AtomicOrdering::AcqRel);
         self.max_revision.fetch_max(hi, AtomicOrdering::AcqRel);
@@ -205,10 +207,7 @@ impl CellCache {
             Some(t) => Bound::Excluded(t),
             None => Bound::Unbounded,
         };
-        for s in inner
-            .index
-            .range::<[u8], _>((Bound::Included(from), upper))
-        {
+        for s in inner.index.range::<[u8], _>((Bound::Included(from), upper)) {
             f(s.key(), s.value());
         }
     }
@@ -316,7 +315,9 @@ mod tests {
     #[test]
     fn iterates_across_refills_and_sees_later_inserts() {
         let c = Arc::new(CellCache::new());
-        let keys: Vec<Vec<u8>> = (0..2000u32).map(|i| (i * 2).to_be_bytes().to_vec()).collect();
+        let keys: Vec<Vec<u8>> = (0..2000u32)
+            .map(|i| (i * 2).to_be_bytes().to_vec())
+            .collect();
         c.insert_batch(keys.iter().map(|k| (&k[..], &b"v"[..], 1)));
         let mut it = c.iter();
         it.seek(b"").unwrap();
@@ -331,7 +332,9 @@ mod tests {
         }
         assert_eq!(n, 2001);
         let mut total = 0;
-        c.for_each_in(&0u32.to_be_bytes(), Some(&10u32.to_be_bytes()), |_, _| total += 1);
+        c.for_each_in(&0u32.to_be_bytes(), Some(&10u32.to_be_bytes()), |_, _| {
+            total += 1
+        });
         assert_eq!(total, 5);
     }
 

@@ -119,7 +119,12 @@ pub struct Mutation {
 
 impl Mutation {
     /// An insert with a server-assigned timestamp.
-    pub fn insert(row: impl Into<Vec<u8>>, family: u8, qualifier: impl Into<Vec<u8>>, value: impl Into<Vec<u8>>) -> Self {
+    pub fn insert(
+        row: impl Into<Vec<u8>>,
+        family: u8,
+        qualifier: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+    ) -> Self {
         Self {
             row: row.into(),
             family,
@@ -131,10 +136,20 @@ impl Mutation {
     }
 
     /// A delete of the given kind.
-    pub fn delete(flag: CellFlag, row: impl Into<Vec<u8>>, family: u8, qualifier: impl Into<Vec<u8>>, timestamp: Option<i64>) -> Self {
+    pub fn delete(
+        flag: CellFlag,
+        row: impl Into<Vec<u8>>,
+        family: u8,
+        qualifier: impl Into<Vec<u8>>,
+        timestamp: Option<i64>,
+    ) -> Self {
         Self {
             row: row.into(),
-            family: if flag == CellFlag::DeleteRow { 0 } else { family },
+            family: if flag == CellFlag::DeleteRow {
+                0
+            } else {
+                family
+            },
             qualifier: if matches!(flag, CellFlag::DeleteRow | CellFlag::DeleteColumnFamily) {
                 Vec::new()
             } else {
@@ -320,7 +335,9 @@ impl Inner {
     pub fn sub_cache_bytes(&self, n: u64) {
         let _ = self
             .cache_bytes
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| Some(v.saturating_sub(n)));
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| {
+                Some(v.saturating_sub(n))
+            });
         let _g = self.memory_wait.lock();
         self.memory_cv.notify_all();
     }
@@ -383,7 +400,12 @@ pub struct Engine {
 
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Engine({} at {})", self.inner.fs.inner().url(), self.inner.root)
+        write!(
+            f,
+            "Engine({} at {})",
+            self.inner.fs.inner().url(),
+            self.inner.root
+        )
     }
 }
 
@@ -413,8 +435,11 @@ fn get_varint(data: &[u8], pos: &mut usize) -> Option<u64> {
     }
 }
 
+/// An encoded key and its value, borrowed from a commit-log entry.
+pub type LogCell<'a> = (&'a [u8], &'a [u8]);
+
 /// Splits a commit-log entry into its table id and cells.
-pub fn decode_log_entry(entry: &[u8]) -> Option<(u32, Vec<(&[u8], &[u8])>)> {
+pub fn decode_log_entry(entry: &[u8]) -> Option<(u32, Vec<LogCell<'_>>)> {
     let table = u32::from_le_bytes(entry.get(..4)?.try_into().ok()?);
     let mut pos = 4;
     let n = get_varint(entry, &mut pos)? as usize;
@@ -435,7 +460,12 @@ impl Engine {
     /// Opens the engine rooted at `root` on `fs`: reads the meta log, opens cell stores, replays
     /// the commit log into the cell caches, removes orphaned files and starts maintenance.
     /// Blocking: call from a plain thread; `rt` is the runtime the file system runs on.
-    pub fn open(fs: Arc<dyn Fs>, root: &str, opts: EngineOptions, rt: tokio::runtime::Handle) -> Result<Self> {
+    pub fn open(
+        fs: Arc<dyn Fs>,
+        root: &str,
+        opts: EngineOptions,
+        rt: tokio::runtime::Handle,
+    ) -> Result<Self> {
         let bfs = BlockingFs::new(fs, rt);
         bfs.mkdirs(root)?;
         let meta = MetaLog::open(bfs.clone(), &join(root, "meta"))?;
@@ -474,7 +504,9 @@ impl Engine {
             let tables = inner.tables.read();
             let mut ranges = inner.ranges.write();
             for rec in state.ranges.values() {
-                let Some(t) = tables.get(&rec.table_id) else { continue };
+                let Some(t) = tables.get(&rec.table_id) else {
+                    continue;
+                };
                 let r = inner.build_range(rec, t, &mut open_stores)?;
                 for g in &r.groups {
                     for s in &g.state().stores {
@@ -507,17 +539,24 @@ impl Engine {
                 offset: 0,
                 msg: "commit log entry does not parse".into(),
             })?;
-            let Some(t) = tables.get(&table) else { return Ok(()) };
+            let Some(t) = tables.get(&table) else {
+                return Ok(());
+            };
             for (k, v) in cells {
                 let kr = KeyRef::new(k)?;
                 let rev = kr.revision();
                 max_rev = max_rev.max(rev);
                 let row = kr.row();
-                let Some(range) = Inner::find_range(&ranges, table, &row) else { continue };
+                let Some(range) = Inner::find_range(&ranges, table, &row) else {
+                    continue;
+                };
                 let targets: Vec<usize> = if kr.flag() == CellFlag::DeleteRow {
                     (0..range.groups.len()).collect()
                 } else {
-                    t.group_of[kr.family() as usize].map(|g| g as usize).into_iter().collect()
+                    t.group_of[kr.family() as usize]
+                        .map(|g| g as usize)
+                        .into_iter()
+                        .collect()
                 };
                 for gi in targets {
                     let g = &range.groups[gi];
@@ -537,9 +576,16 @@ impl Engine {
         }
         inner.counters.replayed.store(replayed, Ordering::Relaxed);
         if stats.torn_blocks > 0 {
-            tracing::warn!(torn_blocks = stats.torn_blocks, "commit log replay skipped torn blocks");
+            tracing::warn!(
+                torn_blocks = stats.torn_blocks,
+                "commit log replay skipped torn blocks"
+            );
         }
-        tracing::info!(cells = replayed, entries = stats.entries, "commit log replayed");
+        tracing::info!(
+            cells = replayed,
+            entries = stats.entries,
+            "commit log replayed"
+        );
         Ok(())
     }
 
@@ -554,7 +600,11 @@ impl Engine {
         let tables = self.inner.tables.read();
         for t in fs.readdir(&tdir)? {
             let tpath = join(&tdir, &t.name);
-            let known = t.name.parse::<u32>().ok().is_some_and(|id| tables.contains_key(&id));
+            let known = t
+                .name
+                .parse::<u32>()
+                .ok()
+                .is_some_and(|id| tables.contains_key(&id));
             if !known {
                 fs.rmdir(&tpath, true)?;
                 continue;
@@ -596,7 +646,10 @@ impl Engine {
         let inner = &self.inner;
         let mut tables = inner.tables.write();
         if tables.contains_key(&schema.id) {
-            return Err(Error::TableExists(format!("{} (id {})", schema.name, schema.id)));
+            return Err(Error::TableExists(format!(
+                "{} (id {})",
+                schema.name, schema.id
+            )));
         }
         let id = inner.next_range_id.fetch_add(1, Ordering::AcqRel);
         let rec = RangeRecord {
@@ -697,7 +750,10 @@ impl Engine {
                 let end = r.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
                 ranges.insert((r.table_id, end), r);
             }
-            inner.tables.write().insert(schema.id, Arc::new(TableInfo::new(schema.clone())));
+            inner
+                .tables
+                .write()
+                .insert(schema.id, Arc::new(TableInfo::new(schema.clone())));
             Ok(())
         })
     }
@@ -735,7 +791,11 @@ impl Engine {
         })?;
         maintenance::collect_garbage(inner)?;
         let dir = format!("{}/{table_id}", inner.tables_dir());
-        if inner.gc_pending.lock().iter().all(|s| !s.path().starts_with(&dir))
+        if inner
+            .gc_pending
+            .lock()
+            .iter()
+            .all(|s| !s.path().starts_with(&dir))
             && inner.fs.exists(&dir)?
         {
             inner.fs.rmdir(&dir, true)?;
@@ -780,7 +840,12 @@ impl Engine {
         let table = inner.table(table_id)?;
         let base = inner.alloc_revisions(mutations.len());
         let max_rev = base + mutations.len() as i64 - 1;
-        let mut entry = Vec::with_capacity(16 + mutations.iter().map(|m| m.row.len() + m.qualifier.len() + m.value.len() + 24).sum::<usize>());
+        let mut entry = Vec::with_capacity(
+            16 + mutations
+                .iter()
+                .map(|m| m.row.len() + m.qualifier.len() + m.value.len() + 24)
+                .sum::<usize>(),
+        );
         entry.extend_from_slice(&table_id.to_le_bytes());
         put_varint(&mut entry, mutations.len() as u64);
         let mut spans = Vec::with_capacity(mutations.len());
@@ -827,11 +892,19 @@ impl Engine {
             let r = &routed[i];
             if m.flag == CellFlag::DeleteRow {
                 for gi in 0..r.groups.len() {
-                    batches.entry((r.id, gi)).or_insert_with(|| (r.clone(), Vec::new())).1.push(i);
+                    batches
+                        .entry((r.id, gi))
+                        .or_insert_with(|| (r.clone(), Vec::new()))
+                        .1
+                        .push(i);
                 }
             } else {
                 let gi = table.group_of[m.family as usize].expect("validated family") as usize;
-                batches.entry((r.id, gi)).or_insert_with(|| (r.clone(), Vec::new())).1.push(i);
+                batches
+                    .entry((r.id, gi))
+                    .or_insert_with(|| (r.clone(), Vec::new()))
+                    .1
+                    .push(i);
             }
         }
         let mut flush = Vec::new();
@@ -841,9 +914,14 @@ impl Engine {
             let grew = st.active.insert_batch(idx.iter().map(|&i| {
                 let (ks, vs, rev) = spans[i];
                 let klen = vs - ks - varint_len(mutations[i].value.len() as u64);
-                (&entry[ks..ks + klen], &entry[vs..vs + mutations[i].value.len()], rev)
+                (
+                    &entry[ks..ks + klen],
+                    &entry[vs..vs + mutations[i].value.len()],
+                    rev,
+                )
             }));
-            r.cells_written.fetch_add(idx.len() as u64, Ordering::Relaxed);
+            r.cells_written
+                .fetch_add(idx.len() as u64, Ordering::Relaxed);
             inner.add_cache_bytes(grew);
             if st.active.memory_bytes() > inner.opts.cell_cache_flush_bytes {
                 flush.push((r.clone(), gi));
@@ -872,7 +950,9 @@ impl Engine {
     fn wait_for_memory(&self) {
         let inner = &self.inner;
         let limit = inner.opts.cell_cache_limit_bytes;
-        while inner.cache_bytes.load(Ordering::Acquire) > limit && !inner.closed.load(Ordering::Acquire) {
+        while inner.cache_bytes.load(Ordering::Acquire) > limit
+            && !inner.closed.load(Ordering::Acquire)
+        {
             self.schedule_flushes_if_needed();
             let mut g = inner.memory_wait.lock();
             inner.memory_cv.wait_for(&mut g, Duration::from_millis(50));
@@ -895,7 +975,7 @@ impl Engine {
                 }
             }
         }
-        groups.sort_by(|a, b| b.0.cmp(&a.0));
+        groups.sort_by_key(|g| std::cmp::Reverse(g.0));
         // Enough of the biggest to bring the active caches under half the limit.
         let mut freed = 0;
         let need = inner
@@ -922,8 +1002,7 @@ impl Engine {
         let groups: Vec<usize> = (0..table.schema.access_groups.len())
             .filter(|&gi| {
                 table.schema.families.iter().any(|f| {
-                    rules[f.id as usize].selected
-                        && table.group_of[f.id as usize] == Some(gi as u8)
+                    rules[f.id as usize].selected && table.group_of[f.id as usize] == Some(gi as u8)
                 })
             })
             .collect();
@@ -1022,8 +1101,9 @@ impl Engine {
         self.check_open()?;
         let r = {
             let ranges = self.inner.ranges.read();
-            Inner::find_range(&ranges, table_id, row)
-                .ok_or_else(|| Error::InvalidInput(format!("no range of table {table_id} holds that row")))?
+            Inner::find_range(&ranges, table_id, row).ok_or_else(|| {
+                Error::InvalidInput(format!("no range of table {table_id} holds that row"))
+            })?
         };
         maintenance::split_range(&self.inner, &r, row)
     }
@@ -1060,7 +1140,12 @@ impl Engine {
             ranges: ranges.len(),
             stores: ranges
                 .values()
-                .map(|r| r.groups.iter().map(|g| g.state().stores.len()).sum::<usize>())
+                .map(|r| {
+                    r.groups
+                        .iter()
+                        .map(|g| g.state().stores.len())
+                        .sum::<usize>()
+                })
                 .sum(),
             minor_compactions: c.minor.load(Ordering::Relaxed),
             merging_compactions: c.merging.load(Ordering::Relaxed),
@@ -1104,7 +1189,11 @@ impl Engine {
 
 /// Runs `f` with the table's ranges while holding all their maintenance locks (taken before
 /// the gate, in the same order compactions take them), retrying if a split changed the ranges.
-fn with_table_locked<T>(inner: &Inner, table_id: u32, f: impl FnOnce(&[Arc<Range>]) -> Result<T>) -> Result<T> {
+fn with_table_locked<T>(
+    inner: &Inner,
+    table_id: u32,
+    f: impl FnOnce(&[Arc<Range>]) -> Result<T>,
+) -> Result<T> {
     loop {
         let ranges = inner.table_ranges(table_id);
         let guards: Vec<_> = ranges.iter().map(|r| r.maintenance.lock()).collect();
@@ -1139,11 +1228,22 @@ fn validate_mutation(table: &TableInfo, m: &Mutation) -> Result<()> {
         .schema
         .family_by_id(m.family)
         .filter(|f| !f.deleted)
-        .ok_or_else(|| Error::InvalidInput(format!("unknown column family id {} in table {}", m.family, table.schema.name)))?;
+        .ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "unknown column family id {} in table {}",
+                m.family, table.schema.name
+            ))
+        })?;
     if table.group_of[m.family as usize].is_none() {
-        return Err(Error::InvalidInput(format!("column family '{}' has no access group", f.name)));
+        return Err(Error::InvalidInput(format!(
+            "column family '{}' has no access group",
+            f.name
+        )));
     }
-    if f.counter && m.flag == CellFlag::Insert && crate::scan::visible::parse_counter(&m.value).is_none() {
+    if f.counter
+        && m.flag == CellFlag::Insert
+        && crate::scan::visible::parse_counter(&m.value).is_none()
+    {
         return Err(Error::InvalidInput(format!(
             "bad counter value {:?} for column '{}' (expected n, +n, -n or =n)",
             String::from_utf8_lossy(&m.value),
@@ -1288,7 +1388,7 @@ impl TableScanner {
         } else {
             self.filter.value().to_vec()
         };
-        self.filter.next()?;
+        self.filter.advance_cell()?;
         Ok(Some(ScanCell { key: k, value: v }))
     }
 
@@ -1296,10 +1396,14 @@ impl TableScanner {
     pub fn for_each_raw(&mut self, mut f: impl FnMut(&[u8], &[u8])) -> Result<u64> {
         let mut n = 0;
         while self.filter.valid() {
-            let v = if self.keys_only { &[][..] } else { self.filter.value() };
+            let v = if self.keys_only {
+                &[][..]
+            } else {
+                self.filter.value()
+            };
             f(self.filter.key(), v);
             n += 1;
-            self.filter.next()?;
+            self.filter.advance_cell()?;
         }
         Ok(n)
     }

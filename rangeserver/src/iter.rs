@@ -51,7 +51,10 @@ impl VecIter {
     /// `cells` must be sorted by key.
     pub fn new(cells: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
         debug_assert!(cells.windows(2).all(|w| w[0].0 <= w[1].0));
-        Self { pos: cells.len(), cells }
+        Self {
+            pos: cells.len(),
+            cells,
+        }
     }
 }
 

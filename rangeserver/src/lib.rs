@@ -7,8 +7,8 @@
 pub mod block_cache;
 pub mod cellcache;
 pub mod cellstore;
-pub mod engine;
 pub mod commitlog;
+pub mod engine;
 pub mod error;
 pub mod iter;
 pub(crate) mod maintenance;

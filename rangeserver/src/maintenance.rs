@@ -159,10 +159,14 @@ fn run(inner: &Arc<Inner>, task: Task) -> Result<()> {
     match task {
         Task::Flush { range, group } => {
             let r = compact_group(inner, &range, group, CompactionKind::Minor);
-            range.groups[group].flush_queued.store(false, Ordering::Release);
+            range.groups[group]
+                .flush_queued
+                .store(false, Ordering::Release);
             r?;
         }
-        Task::Merge { range, group } => compact_group(inner, &range, group, CompactionKind::Merging)?,
+        Task::Merge { range, group } => {
+            compact_group(inner, &range, group, CompactionKind::Merging)?
+        }
         Task::Major { range } => {
             for gi in 0..range.groups.len() {
                 compact_group(inner, &range, gi, CompactionKind::Major)?;
@@ -219,7 +223,12 @@ fn purge_log(inner: &Inner) -> Result<()> {
 }
 
 /// Runs one compaction of one group, waiting for other maintenance of the range.
-pub fn compact_group(inner: &Inner, range: &Arc<Range>, gi: usize, kind: CompactionKind) -> Result<()> {
+pub fn compact_group(
+    inner: &Inner,
+    range: &Arc<Range>,
+    gi: usize,
+    kind: CompactionKind,
+) -> Result<()> {
     let _m = range.maintenance.lock();
     if range.retired.load(Ordering::Acquire) {
         return Ok(());
@@ -278,7 +287,13 @@ fn store_options(inner: &Inner, range: &Range, gi: usize) -> Result<CellStoreOpt
 }
 
 /// Writes everything `src` yields into a new cell store of the group and opens it.
-fn write_store(inner: &Inner, range: &Range, gi: usize, next_store: u64, src: &mut dyn CellIter) -> Result<Option<Arc<CellStore>>> {
+fn write_store(
+    inner: &Inner,
+    range: &Range,
+    gi: usize,
+    next_store: u64,
+    src: &mut dyn CellIter,
+) -> Result<Option<Arc<CellStore>>> {
     let g = &range.groups[gi];
     let dir = inner.store_dir(range.table_id, &g.name, range.id);
     let path = format!("{dir}/cs{next_store}");
@@ -302,11 +317,20 @@ fn write_store(inner: &Inner, range: &Range, gi: usize, next_store: u64, src: &m
 }
 
 /// Persists the range with `new_group` in place of group `gi`, then swaps it in memory.
-fn commit_group(inner: &Inner, range: &Range, gi: usize, new_group: GroupState) -> Result<Arc<GroupState>> {
+fn commit_group(
+    inner: &Inner,
+    range: &Range,
+    gi: usize,
+    new_group: GroupState,
+) -> Result<Arc<GroupState>> {
     let mut rec = range.record();
     rec.groups[gi] = crate::meta::GroupRecord {
         name: range.groups[gi].name.clone(),
-        stores: new_group.stores.iter().map(|s| s.path().to_string()).collect(),
+        stores: new_group
+            .stores
+            .iter()
+            .map(|s| s.path().to_string())
+            .collect(),
         flushed_revision: new_group.flushed_revision,
         next_store: new_group.next_store,
     };
@@ -321,7 +345,9 @@ fn commit_group(inner: &Inner, range: &Range, gi: usize, new_group: GroupState) 
 fn retire_stores(inner: &Inner, old: &[Arc<CellStore>], new: &[Arc<CellStore>]) {
     let mut pending = inner.gc_pending.lock();
     for s in old {
-        if !new.iter().any(|n| n.path() == s.path()) && !pending.iter().any(|p| p.path() == s.path()) {
+        if !new.iter().any(|n| n.path() == s.path())
+            && !pending.iter().any(|p| p.path() == s.path())
+        {
             pending.push(s.clone());
         }
     }
@@ -436,7 +462,11 @@ fn compact_locked(inner: &Inner, range: &Range, gi: usize, kind: CompactionKind)
 
 /// A row near the middle of the range's data, from its biggest cell store.
 fn choose_split_row(range: &Range) -> Option<Vec<u8>> {
-    let mut stores: Vec<Arc<CellStore>> = range.groups.iter().flat_map(|g| g.state().stores.clone()).collect();
+    let mut stores: Vec<Arc<CellStore>> = range
+        .groups
+        .iter()
+        .flat_map(|g| g.state().stores.clone())
+        .collect();
     stores.sort_by_key(|s| std::cmp::Reverse(s.trailer().file_size));
     for s in stores {
         let Some(mid) = s.middle_key() else { continue };
@@ -454,7 +484,10 @@ fn choose_split_row(range: &Range) -> Option<Vec<u8>> {
 pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> {
     let _m = range.maintenance.lock();
     if range.retired.load(Ordering::Acquire) {
-        return Err(Error::InvalidInput(format!("range {} was already split or dropped", range.id)));
+        return Err(Error::InvalidInput(format!(
+            "range {} was already split or dropped",
+            range.id
+        )));
     }
     if !range.contains(row) || range.start_row.as_deref() == Some(row) || row.is_empty() {
         return Err(Error::InvalidInput(format!(
@@ -481,8 +514,14 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
         let mut groups = Vec::new();
         for g in &range.groups {
             let st = g.state();
-            let (lo, hi) = if id == lo_id { (None, Some(split_key.as_slice())) } else { (Some(split_key.as_slice()), None) };
-            let caches: Vec<&Arc<CellCache>> = std::iter::once(&st.active).chain(st.frozen.iter()).collect();
+            let (lo, hi) = if id == lo_id {
+                (None, Some(split_key.as_slice()))
+            } else {
+                (Some(split_key.as_slice()), None)
+            };
+            let caches: Vec<&Arc<CellCache>> = std::iter::once(&st.active)
+                .chain(st.frozen.iter())
+                .collect();
             let copy = copy_cache_range(&caches, lo, hi)?;
             added_bytes += copy.memory_bytes();
             groups.push(AccessGroup::new(
@@ -545,7 +584,15 @@ pub fn collect_garbage(inner: &Inner) -> Result<()> {
         .ranges
         .read()
         .values()
-        .flat_map(|r| r.groups.iter().flat_map(|g| g.state().stores.iter().map(|s| s.path().to_string()).collect::<Vec<_>>()))
+        .flat_map(|r| {
+            r.groups.iter().flat_map(|g| {
+                g.state()
+                    .stores
+                    .iter()
+                    .map(|s| s.path().to_string())
+                    .collect::<Vec<_>>()
+            })
+        })
         .collect();
     let mut pending = inner.gc_pending.lock();
     let mut keep = Vec::new();

@@ -151,7 +151,11 @@ mod tests {
 
     #[test]
     fn bounded() {
-        let mut b = BoundedIter::new(v(&["a", "b", "c", "d"]), Some(b"b".to_vec()), Some(b"d".to_vec()));
+        let mut b = BoundedIter::new(
+            v(&["a", "b", "c", "d"]),
+            Some(b"b".to_vec()),
+            Some(b"d".to_vec()),
+        );
         b.seek(b"").unwrap();
         assert_eq!(drain(&mut b), ["b", "c"]);
     }

@@ -89,7 +89,12 @@ impl MetaState {
     }
 
     fn snapshot_ops(&self) -> Vec<MetaOp> {
-        let mut ops: Vec<MetaOp> = self.tables.values().cloned().map(MetaOp::PutTable).collect();
+        let mut ops: Vec<MetaOp> = self
+            .tables
+            .values()
+            .cloned()
+            .map(MetaOp::PutTable)
+            .collect();
         ops.extend(self.ranges.values().cloned().map(MetaOp::PutRange));
         ops.push(MetaOp::NextRangeId(self.next_range_id));
         ops
@@ -166,7 +171,11 @@ fn read_file(fs: &BlockingFs, path: &str) -> Result<(Vec<Vec<MetaOp>>, bool)> {
     let mut off = FILE_HEADER_LEN;
     while off < data.len() {
         let torn = |what: &str| {
-            tracing::warn!(file = path, offset = off, "meta log: torn last record ({what}), ignored");
+            tracing::warn!(
+                file = path,
+                offset = off,
+                "meta log: torn last record ({what}), ignored"
+            );
         };
         if data.len() - off < RECORD_HEADER_LEN {
             torn("short header");
@@ -226,7 +235,9 @@ impl MetaLog {
                     break;
                 }
                 Ok(_) => tracing::warn!(file = path, "meta log: incomplete snapshot ignored"),
-                Err(e) if n > 0 => tracing::warn!(file = path, error = %e, "meta log: unreadable snapshot ignored"),
+                Err(e) if n > 0 => {
+                    tracing::warn!(file = path, error = %e, "meta log: unreadable snapshot ignored")
+                }
                 Err(e) => return Err(e),
             }
         }
@@ -256,7 +267,12 @@ impl MetaLog {
         Ok(log)
     }
 
-    fn start_file(fs: &BlockingFs, dir: &str, number: u64, state: &MetaState) -> Result<BlockingWriter> {
+    fn start_file(
+        fs: &BlockingFs,
+        dir: &str,
+        number: u64,
+        state: &MetaState,
+    ) -> Result<BlockingWriter> {
         let path = join(dir, &format!("meta.{number}"));
         let mut w = fs.create(&path, true)?;
         let mut data = file_header();
@@ -268,10 +284,13 @@ impl MetaLog {
 
     fn remove_older_files(&self) -> Result<()> {
         for e in self.fs.readdir(&self.dir)? {
-            if let Some(n) = e.name.strip_prefix("meta.").and_then(|n| n.parse::<u64>().ok()) {
-                if n < self.number {
-                    self.fs.remove(&join(&self.dir, &e.name))?;
-                }
+            if let Some(n) = e
+                .name
+                .strip_prefix("meta.")
+                .and_then(|n| n.parse::<u64>().ok())
+                && n < self.number
+            {
+                self.fs.remove(&join(&self.dir, &e.name))?;
             }
         }
         Ok(())

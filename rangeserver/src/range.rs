@@ -14,8 +14,8 @@ use crate::cellcache::CellCache;
 use crate::cellstore::CellStore;
 use crate::error::Result;
 use crate::iter::CellIter;
-use crate::meta::{GroupRecord, RangeRecord};
 use crate::merge::{BoundedIter, MergeIter};
+use crate::meta::{GroupRecord, RangeRecord};
 
 /// One consistent view of an access group.
 #[derive(Clone)]
@@ -183,7 +183,11 @@ pub fn copy_cache_range(
             let rev = key::KeyRef::new(k).map(|r| r.revision()).unwrap_or(0);
             batch.push((k.to_vec(), v.to_vec(), rev));
         });
-        out.insert_batch(batch.iter().map(|(k, v, r)| (k.as_slice(), v.as_slice(), *r)));
+        out.insert_batch(
+            batch
+                .iter()
+                .map(|(k, v, r)| (k.as_slice(), v.as_slice(), *r)),
+        );
     }
     Ok(out)
 }

@@ -21,7 +21,13 @@ fn rows(e: &Engine) -> Vec<(String, u8, String)> {
         .collect_all()
         .unwrap()
         .into_iter()
-        .map(|c| (String::from_utf8(c.key.row).unwrap(), c.key.family, String::from_utf8(c.value).unwrap()))
+        .map(|c| {
+            (
+                String::from_utf8(c.key.row).unwrap(),
+                c.key.family,
+                String::from_utf8(c.value).unwrap(),
+            )
+        })
         .collect()
 }
 
@@ -30,7 +36,13 @@ fn write_scan_compact_split_reopen() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
-    let e = Engine::open(fs.clone(), "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    let e = Engine::open(
+        fs.clone(),
+        "/ht",
+        EngineOptions::default(),
+        rt.handle().clone(),
+    )
+    .unwrap();
     e.create_table(schema()).unwrap();
     let muts: Vec<Mutation> = (0..1000)
         .map(|i| Mutation::insert(format!("row{i:04}"), 1 + (i % 2) as u8, "", format!("v{i}")))
@@ -39,7 +51,17 @@ fn write_scan_compact_split_reopen() {
     assert_eq!(rows(&e).len(), 1000);
     e.compact(Some(1), CompactionKind::Minor).unwrap();
     assert_eq!(rows(&e).len(), 1000);
-    e.apply(1, &[Mutation::delete(CellFlag::DeleteRow, "row0005", 0, "", None)]).unwrap();
+    e.apply(
+        1,
+        &[Mutation::delete(
+            CellFlag::DeleteRow,
+            "row0005",
+            0,
+            "",
+            None,
+        )],
+    )
+    .unwrap();
     assert_eq!(rows(&e).len(), 999);
     e.split(1, b"row0500").unwrap();
     assert_eq!(e.ranges(1).len(), 2);

@@ -143,7 +143,7 @@ impl<I: CellIter> SpecFilter<I> {
     }
 
     /// Moves to the next cell.
-    pub fn next(&mut self) -> Result<()> {
+    pub fn advance_cell(&mut self) -> Result<()> {
         self.advance()
     }
 
@@ -191,19 +191,19 @@ impl<I: CellIter> SpecFilter<I> {
                 self.cur_row.extend_from_slice(k.row_prefix());
                 self.row_counted = false;
                 self.cur_family = u16::MAX;
-                if let Some(re) = &self.row_regex {
-                    if !re.is_match(&k.row()) {
-                        let end = key::row_end(&k.row());
-                        self.src.seek(&end)?;
-                        continue;
-                    }
-                }
-            }
-            if let Some(re) = &self.value_regex {
-                if !re.is_match(self.src.value()) {
-                    self.src.next()?;
+                if let Some(re) = &self.row_regex
+                    && !re.is_match(&k.row())
+                {
+                    let end = key::row_end(&k.row());
+                    self.src.seek(&end)?;
                     continue;
                 }
+            }
+            if let Some(re) = &self.value_regex
+                && !re.is_match(self.src.value())
+            {
+                self.src.next()?;
+                continue;
             }
             if k.family() as u16 != self.cur_family {
                 self.cur_family = k.family() as u16;

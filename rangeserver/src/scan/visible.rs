@@ -229,13 +229,16 @@ fn skip_to<I: CellIter>(src: &mut I, target: &[u8]) -> Result<()> {
     Ok(())
 }
 
-
 /// Produces the next output cell into `st`, or leaves `st.out_valid` false at the end.
 fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
     st.out_valid = false;
     loop {
         if let Some((k, v)) = st.pending.pop_front() {
-            if st.seek_target.as_ref().is_some_and(|t| k.as_slice() < t.as_slice()) {
+            if st
+                .seek_target
+                .as_ref()
+                .is_some_and(|t| k.as_slice() < t.as_slice())
+            {
                 continue;
             }
             st.out_key = k;
