@@ -822,3 +822,97 @@ fn frozen_fixture_v1_reads_exactly() {
         "the writer's output differs from the frozen v1 fixture"
     );
 }
+
+/// Rough throughput figures: `cargo test --release --test cellstore -- --ignored perf --nocapture`.
+#[test]
+#[ignore = "timing only"]
+fn perf_write_scan_seek() {
+    let env = Env::new();
+    let n = 1_000_000usize;
+    // Values: half random bytes, half text, so lz4 has realistic work.
+    let mut x = 0x1234_5678_9ABC_DEF1u64;
+    let values: Vec<Vec<u8>> = (0..1024)
+        .map(|_| {
+            let mut v: Vec<u8> = (0..50)
+                .map(|_| {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x as u8
+                })
+                .collect();
+            v.extend_from_slice(b"some text value, repeated words, value text..........");
+            v.truncate(100);
+            v
+        })
+        .collect();
+    let mut keys = Vec::with_capacity(n);
+    for i in 0..n {
+        keys.push(key(
+            format!("row-{:010}", i / 4).as_bytes(),
+            1,
+            format!("q{}", i % 4).as_bytes(),
+            1,
+            1,
+            CellFlag::Insert,
+        ));
+    }
+    for compressor in [Compressor::Lz4, Compressor::None] {
+        let path = format!("/perf-{compressor:?}");
+        let start = std::time::Instant::now();
+        let mut w = CellStoreWriter::create(
+            &env.fs,
+            &path,
+            opts(64 * 1024, compressor, BloomFilterMode::Rows),
+        )
+        .unwrap();
+        for (i, k) in keys.iter().enumerate() {
+            w.add(k, &values[i % values.len()]).unwrap();
+        }
+        let t = w.finish().unwrap();
+        let secs = start.elapsed().as_secs_f64();
+        let raw = (t.key_bytes + t.value_bytes) as f64 / 1e6;
+        println!(
+            "{compressor:?}: write {n} cells, {raw:.0} MB raw, {:.1} MB file in {secs:.2}s: {:.0} MB/s raw, {:.2} M cells/s",
+            t.file_size as f64 / 1e6,
+            raw / secs,
+            n as f64 / secs / 1e6
+        );
+        let cs = CellStore::open(&env.fs, &path, BlockCache::new(1 << 30)).unwrap();
+        for pass in ["cold", "cached"] {
+            let start = std::time::Instant::now();
+            let mut s = cs.scanner(true);
+            s.seek(b"").unwrap();
+            let mut count = 0u64;
+            let mut bytes = 0usize;
+            while s.valid() {
+                count += 1;
+                bytes += s.key().len() + s.value().len();
+                s.next().unwrap();
+            }
+            assert_eq!(count, n as u64);
+            let secs = start.elapsed().as_secs_f64();
+            println!(
+                "  scan ({pass}): {:.2} M cells/s ({bytes} bytes)",
+                count as f64 / secs / 1e6
+            );
+        }
+        let start = std::time::Instant::now();
+        let mut s = cs.scanner(true);
+        let mut x = 12345u64;
+        let seeks = 200_000;
+        for _ in 0..seeks {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = &keys[(x % n as u64) as usize];
+            s.seek(k).unwrap();
+            assert_eq!(s.key(), k.as_slice());
+        }
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "  random seeks (cached): {:.0} K/s",
+            seeks as f64 / secs / 1e3
+        );
+    }
+}
