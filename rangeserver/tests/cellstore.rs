@@ -594,6 +594,91 @@ fn random_byte_flips_never_yield_wrong_data() {
     }
 }
 
+/// Rewrites a stored block's payload in place and fixes up both checksums, as a malicious or
+/// buggy writer would: the reader must report corruption (or return some data), never panic.
+fn forge_block(bytes: &mut [u8], off: usize, mutate: impl FnOnce(&mut [u8])) {
+    let stored = u32::from_le_bytes(bytes[off + 12..off + 16].try_into().unwrap()) as usize;
+    mutate(&mut bytes[off + 28..off + 28 + stored]);
+    let crc = crc32c::crc32c(&bytes[off + 28..off + 28 + stored]);
+    bytes[off + 20..off + 24].copy_from_slice(&crc.to_le_bytes());
+    let crc = crc32c::crc32c(&bytes[off..off + 24]);
+    bytes[off + 24..off + 28].copy_from_slice(&crc.to_le_bytes());
+}
+
+#[test]
+fn garbage_with_valid_checksums_never_panics() {
+    let env = Env::new();
+    let model = simple_cells(400, 20);
+    let t = write(
+        &env,
+        "/cs",
+        opts(600, Compressor::None, BloomFilterMode::Rows),
+        &model,
+    );
+    let real = env.real("/cs");
+    let good = std::fs::read(&real).unwrap();
+    let offsets = data_block_offsets(&good, t.index_offset);
+    let mut rng = 0xDEAD_BEEF_u64;
+    let mut rand = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut detected = 0;
+    for round in 0..400 {
+        let mut bad = good.clone();
+        let off = offsets[round % offsets.len()] as usize;
+        let (a, b) = (rand(), rand());
+        forge_block(&mut bad, off, |p| match round % 4 {
+            // One random byte, anywhere (varints, keys, restart array).
+            0 => p[(a % p.len() as u64) as usize] = b as u8,
+            // Restart count or a restart offset.
+            1 => {
+                let n = p.len();
+                p[n - 1 - (a % 12) as usize] = b as u8;
+            }
+            // A run of garbage.
+            2 => {
+                let start = (a % p.len() as u64) as usize;
+                for (i, x) in p[start..].iter_mut().take(16).enumerate() {
+                    *x = (b >> (i % 8 * 8)) as u8;
+                }
+            }
+            // All garbage.
+            _ => p.iter_mut().for_each(|x| *x = rand() as u8),
+        });
+        // Also forge the index and bloom blocks now and then.
+        if round % 10 == 9 {
+            forge_block(&mut bad, t.index_offset as usize, |p| {
+                p[(a % p.len() as u64) as usize] ^= 0x55
+            });
+        }
+        if round % 10 == 8 {
+            forge_block(&mut bad, t.bloom_offset as usize, |p| {
+                p[(a % 24) as usize] ^= 0x55
+            });
+        }
+        std::fs::write(&real, &bad).unwrap();
+        let Ok(cs) = CellStore::open(&env.fs, "/cs", BlockCache::new(1 << 20)) else {
+            detected += 1;
+            continue;
+        };
+        let mut s = cs.scanner(true);
+        let mut r = s.seek(b"");
+        while r.is_ok() && s.valid() {
+            r = s.next();
+        }
+        if r.is_err() {
+            detected += 1;
+        }
+        for k in model.keys().step_by(37) {
+            let _ = s.seek(k);
+        }
+    }
+    assert!(detected > 100, "{detected}");
+}
+
 #[test]
 fn block_cache_is_bounded_and_counts_hits() {
     let env = Env::new();
