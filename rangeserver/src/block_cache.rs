@@ -37,10 +37,18 @@ impl std::fmt::Debug for BlockCache {
 impl BlockCache {
     /// A cache holding at most `capacity_bytes` of decompressed blocks.
     pub fn new(capacity_bytes: u64) -> Arc<Self> {
-        // Estimate for sizing the hash tables: blocks of ~16 KiB.
-        let items = (capacity_bytes / (16 * 1024)).clamp(16, 1 << 20) as usize;
+        // quick_cache shrinks its shard count until each shard expects >= 32 items; estimating
+        // items as 64 KiB blocks keeps every shard >= 2 MiB, so default-sized blocks always fit
+        // one. Shard capacities round up, so give it a multiple of 1024 (shard counts are powers
+        // of two below that) to keep the total within `capacity_bytes`.
+        let items = (capacity_bytes / (64 * 1024)).clamp(1, 1 << 24) as usize;
+        let weight_capacity = if capacity_bytes >= 1024 {
+            capacity_bytes & !1023
+        } else {
+            capacity_bytes
+        };
         Arc::new(Self {
-            cache: quick_cache::sync::Cache::with_weighter(items, capacity_bytes, BlockWeighter),
+            cache: quick_cache::sync::Cache::with_weighter(items, weight_capacity, BlockWeighter),
             capacity_bytes,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),

@@ -280,3 +280,65 @@ pub(crate) fn decode_entry(data: &[u8], pos: usize, end: usize) -> Option<Entry>
         next,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Arbitrary payloads either fail to parse or decode without panicking.
+        #[test]
+        fn parse_and_decode_never_panic(data in proptest::collection::vec(any::<u8>(), 0..200), count in 0u32..40) {
+            if let Ok(b) = DataBlock::parse(data, count, "/x", 0) {
+                for i in 0..b.num_restarts {
+                    let _ = decode_entry(&b.data, b.restart(i), b.entries_end);
+                }
+                let mut pos = 0;
+                while let Some(e) = decode_entry(&b.data, pos, b.entries_end) {
+                    pos = e.next;
+                }
+            }
+        }
+
+        #[test]
+        fn varint_roundtrip(v in any::<u32>()) {
+            let mut buf = Vec::new();
+            put_varint(&mut buf, u64::from(v));
+            let mut pos = 0;
+            prop_assert_eq!(get_varint32(&buf, &mut pos), Some(v));
+            prop_assert_eq!(pos, buf.len());
+        }
+
+        #[test]
+        fn decode_block_never_panics(data in proptest::collection::vec(any::<u8>(), 0..100)) {
+            let _ = decode_block("/x", 0, data, MAGIC_DATA);
+        }
+    }
+
+    #[test]
+    fn blocks_roundtrip_with_and_without_compression() {
+        let payload: Vec<u8> = b"abcabcabcabcabcabcabcabcabcabcabc".repeat(10);
+        for compress in [false, true] {
+            let mut out = Vec::new();
+            encode_block(&mut out, MAGIC_INDEX, compress, 7, &payload);
+            assert_eq!(
+                out[4],
+                if compress {
+                    COMPRESSION_LZ4
+                } else {
+                    COMPRESSION_NONE
+                }
+            );
+            let (n, p) = decode_block("/x", 0, out, MAGIC_INDEX).unwrap();
+            assert_eq!((n, p), (7, payload.clone()));
+        }
+        // Incompressible data is stored raw even when compression is asked for.
+        let noise: Vec<u8> = (0..64u32)
+            .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+            .collect();
+        let mut out = Vec::new();
+        encode_block(&mut out, MAGIC_DATA, true, 1, &noise);
+        assert_eq!(out[4], COMPRESSION_NONE);
+    }
+}
