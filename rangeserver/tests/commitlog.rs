@@ -775,3 +775,54 @@ fn fragment_info_tracks_sizes() {
         std::fs::metadata(real_path(&env, 0)).expect("stat").len()
     );
 }
+
+/// Throughput figures: `cargo test --release -p rangeserver --test commitlog -- --ignored --nocapture`.
+#[test]
+#[ignore = "a benchmark; run explicitly in release mode"]
+fn throughput() {
+    let entry_bytes: usize = std::env::var("HT_CL_ENTRY_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30_000);
+    let pool: Vec<Vec<u8>> = (0..64).map(|i| entry(0, i, entry_bytes)).collect();
+    for d in [Durability::Log, Durability::Flush, Durability::Sync] {
+        for threads in [1u32, 8] {
+            let env = env();
+            let o = CommitLogOptions {
+                compress: std::env::var("HT_CL_COMPRESS").map_or(true, |v| v != "0"),
+                ..opts()
+            };
+            let log = Arc::new(CommitLog::open(env.fs.clone(), DIR, o).expect("open"));
+            let secs = 1.5;
+            let start = std::time::Instant::now();
+            let total: u64 = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|_| {
+                        let log = log.clone();
+                        let pool = &pool;
+                        s.spawn(move || {
+                            let mut n = 0u64;
+                            while start.elapsed().as_secs_f64() < secs {
+                                log.append(&pool[n as usize % pool.len()], 1, d)
+                                    .expect("append");
+                                n += 1;
+                            }
+                            n
+                        })
+                    })
+                    .collect();
+                handles.into_iter().map(|h| h.join().expect("thread")).sum()
+            });
+            let elapsed = start.elapsed().as_secs_f64();
+            log.close().expect("close");
+            let blocks = replay(&env.fs, DIR, |_| Ok(())).expect("replay").blocks;
+            println!(
+                "{:>5} {threads} threads: {:>9.0} entries/s {:>7.1} MB/s ({:.1} entries/block)",
+                d.name(),
+                total as f64 / elapsed,
+                total as f64 * entry_bytes as f64 / elapsed / 1e6,
+                total as f64 / blocks as f64
+            );
+        }
+    }
+}
