@@ -124,7 +124,12 @@ impl CommitLog {
                 max_revision,
             });
         }
-        let first_new = list.last().map_or(0, |f| f.number + 1);
+        let first_new = match list.last() {
+            None => 0,
+            Some(f) => f.number.checked_add(1).ok_or_else(|| {
+                Error::InvalidInput(format!("commit log {dir}: fragment numbers are exhausted"))
+            })?,
+        };
         let w = writer::create_fragment(&fs, dir, first_new)?;
         list.push(FragmentInfo {
             number: first_new,

@@ -289,6 +289,7 @@ impl Writer {
     }
 
     pub fn run(mut self) {
+        let _guard = PanicGuard(self.shared.clone());
         loop {
             let (item, failed) = {
                 let mut st = self.shared.state.lock();
@@ -410,6 +411,28 @@ impl Writer {
         self.current = Some(Current { number, w });
         tracing::debug!(dir = %self.shared.dir, fragment = number, "commit log rolled");
         Ok(())
+    }
+}
+
+/// If the writer thread panics, fails the log and wakes everyone so no appender waits forever.
+struct PanicGuard(Arc<Shared>);
+
+impl Drop for PanicGuard {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let mut st = self.0.state.lock();
+        if st.failure.is_none() {
+            st.failure = Some((0, "the commit-log writer thread panicked".into()));
+        }
+        st.closing = true;
+        st.completed = u64::MAX;
+        // Dropping the queued batches drops their async waiters' senders: they see the log closed.
+        st.queue.clear();
+        drop(st);
+        self.0.room.notify_all();
+        self.0.done.notify_all();
     }
 }
 
