@@ -25,7 +25,9 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// Index bytes charged per cell: the slot, plus B-tree nodes that are on average about 2/3 full
 /// with 11 slots and child pointers each (an upper bound, so the limit is never underestimated).
 const INDEX_BYTES_PER_CELL: u64 = 40;
-/// Slots copied per refill by a reader.
+/// Slots copied by a reader's first fill after a seek (small: point reads are common).
+const FIRST_READ_CELLS: usize = 32;
+/// Slots copied per later refill.
 const READ_CHUNK_CELLS: usize = 512;
 
 /// Points at `klen` key bytes followed by `vlen` value bytes in the arena.
@@ -216,23 +218,24 @@ impl CellCache {
     pub fn iter(self: &Arc<Self>) -> CellCacheIter {
         CellCacheIter {
             cache: self.clone(),
-            buf: Vec::with_capacity(READ_CHUNK_CELLS),
+            buf: Vec::new(),
             pos: 0,
             exhausted: true,
         }
     }
 
-    fn fill(&self, from: Bound<&[u8]>, out: &mut Vec<Slot>) -> bool {
+    /// Copies up to `n` slots from `from` on; returns true if that reached the end.
+    fn fill(&self, from: Bound<&[u8]>, n: usize, out: &mut Vec<Slot>) -> bool {
         out.clear();
         let inner = self.inner.read();
         out.extend(
             inner
                 .index
                 .range::<[u8], _>((from, Bound::Unbounded))
-                .take(READ_CHUNK_CELLS)
+                .take(n)
                 .copied(),
         );
-        out.len() < READ_CHUNK_CELLS
+        out.len() < n
     }
 }
 
@@ -247,7 +250,9 @@ pub struct CellCacheIter {
 
 impl CellIter for CellCacheIter {
     fn seek(&mut self, key: &[u8]) -> Result<()> {
-        self.exhausted = self.cache.fill(Bound::Included(key), &mut self.buf);
+        self.exhausted = self
+            .cache
+            .fill(Bound::Included(key), FIRST_READ_CELLS, &mut self.buf);
         self.pos = 0;
         Ok(())
     }
@@ -268,7 +273,9 @@ impl CellIter for CellCacheIter {
         self.pos += 1;
         if self.pos >= self.buf.len() && !self.exhausted && !self.buf.is_empty() {
             let last = *self.buf.last().expect("non-empty");
-            self.exhausted = self.cache.fill(Bound::Excluded(last.key()), &mut self.buf);
+            self.exhausted =
+                self.cache
+                    .fill(Bound::Excluded(last.key()), READ_CHUNK_CELLS, &mut self.buf);
             self.pos = 0;
         }
         Ok(())

@@ -32,7 +32,7 @@ use crate::merge::MergeIter;
 use crate::meta::{GroupRecord, MetaLog, MetaOp, RangeRecord};
 use crate::range::{AccessGroup, GroupState, Range};
 use crate::scan::SpecFilter;
-use crate::scan::spec::{QualifierMatch, ScanSpec};
+use crate::scan::spec::{QualifierMatch, RowInterval, ScanSpec};
 use crate::scan::visible::{FamilyRule, Mode, VisibleCells, VisibleOptions};
 
 /// A source of wall-clock time, injectable for tests of TTL and timestamps.
@@ -213,12 +213,15 @@ pub(crate) struct TableInfo {
     pub schema: TableSchema,
     /// Per family id, the index of its access group.
     pub group_of: [Option<u8>; 256],
+    /// The family rules of a scan of every column with the schema's versions.
+    default_rules: Arc<Vec<FamilyRule>>,
 }
 
 impl TableInfo {
     fn new(schema: TableSchema) -> Self {
         Self {
             group_of: schema.group_index_by_family(),
+            default_rules: Arc::new(family_rules(&schema, &ScanSpec::default())),
             schema,
         }
     }
@@ -998,7 +1001,11 @@ impl Engine {
         let inner = &self.inner;
         let table = inner.table(table_id)?;
         let now = inner.opts.clock.now_ns();
-        let rules = family_rules(&table.schema, spec);
+        let rules = if spec.columns.is_empty() && spec.max_versions == 0 {
+            table.default_rules.clone()
+        } else {
+            Arc::new(family_rules(&table.schema, spec))
+        };
         let groups: Vec<usize> = (0..table.schema.access_groups.len())
             .filter(|&gi| {
                 table.schema.families.iter().any(|f| {
@@ -1007,15 +1014,38 @@ impl Engine {
             })
             .collect();
         let vopts = VisibleOptions {
-            families: Arc::new(rules),
+            families: rules,
             time_start: spec.time_start,
             time_end: spec.time_end,
             now_ns: now,
             return_deletes: spec.return_deletes,
             mode: Mode::Scan,
         };
+        // A scan of one row skips cell stores whose bloom filter rules the row out.
+        let only_row = match (
+            spec.row_intervals.as_slice(),
+            spec.cell_intervals.is_empty(),
+        ) {
+            (
+                [
+                    RowInterval {
+                        start: Bound::Included(a),
+                        end: Bound::Included(b),
+                    },
+                ],
+                true,
+            ) if a == b => Some(a.clone()),
+            _ => None,
+        };
+        let ranges = match &only_row {
+            Some(row) => Inner::find_range(&inner.ranges.read(), table_id, row)
+                .into_iter()
+                .collect(),
+            None => inner.table_ranges(table_id),
+        };
         let cursor = TableCursor {
-            ranges: inner.table_ranges(table_id),
+            ranges,
+            only_row,
             groups,
             vopts,
             fill_cache: !spec.no_cache,
@@ -1291,6 +1321,7 @@ pub(crate) fn family_rules(schema: &TableSchema, spec: &ScanSpec) -> Vec<FamilyR
 /// A cursor over the visible cells of a table, range after range.
 struct TableCursor {
     ranges: Vec<Arc<Range>>,
+    only_row: Option<Vec<u8>>,
     groups: Vec<usize>,
     vopts: VisibleOptions,
     fill_cache: bool,
@@ -1304,7 +1335,10 @@ impl TableCursor {
         let children = self
             .groups
             .iter()
-            .map(|&gi| VisibleCells::new(r.group_source(gi, self.fill_cache), self.vopts.clone()))
+            .map(|&gi| {
+                let src = r.group_source(gi, self.fill_cache, self.only_row.as_deref());
+                VisibleCells::new(src, self.vopts.clone())
+            })
             .collect();
         self.current = Some(MergeIter::new(children));
         self.current_idx = idx;

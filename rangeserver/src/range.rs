@@ -142,8 +142,17 @@ impl Range {
     }
 
     /// A raw cursor over every cell of group `gi` (caches and stores), clamped to the range.
-    pub fn group_source(&self, gi: usize, fill_cache: bool) -> Box<dyn CellIter> {
-        let st = self.groups[gi].state();
+    /// With `only_row`, cell stores whose bloom filter rules the row out are left out.
+    pub fn group_source(
+        &self,
+        gi: usize,
+        fill_cache: bool,
+        only_row: Option<&[u8]>,
+    ) -> Box<dyn CellIter> {
+        let mut st = (*self.groups[gi].state()).clone();
+        if let Some(row) = only_row {
+            st.stores.retain(|s| s.may_contain_row(row));
+        }
         source_of(&st, self.key_bounds(), fill_cache)
     }
 }

@@ -22,7 +22,11 @@ fn batch(from: usize, n: usize) -> Vec<Mutation> {
 }
 
 fn count(e: &Engine) -> usize {
-    e.scan(7, &ScanSpec::default()).unwrap().collect_all().unwrap().len()
+    e.scan(7, &ScanSpec::default())
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .len()
 }
 
 #[test]
@@ -31,10 +35,20 @@ fn failed_log_append_is_not_acknowledged_and_later_reopen_has_acked_data() {
     let dir = tempfile::tempdir().unwrap();
     let local: Arc<dyn Fs> = Arc::new(LocalFs::new(dir.path()).unwrap());
     let fault = FaultFs::new(local.clone());
-    let e = Engine::open(fault.clone(), "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    let e = Engine::open(
+        fault.clone(),
+        "/ht",
+        EngineOptions::default(),
+        rt.handle().clone(),
+    )
+    .unwrap();
     e.create_table(schema()).unwrap();
     e.apply(7, &batch(0, 100)).unwrap();
-    fault.add_rule(FaultRule::new(FaultOp::Append, FaultAction::Fail).path("/ht/log/").nth(0));
+    fault.add_rule(
+        FaultRule::new(FaultOp::Append, FaultAction::Fail)
+            .path("/ht/log/")
+            .nth(0),
+    );
     let err = e.apply(7, &batch(100, 100)).unwrap_err();
     assert!(err.to_string().contains("injected fault"), "{err}");
     // The log refuses further writes after a failure: nothing unsure is acknowledged.
@@ -42,7 +56,10 @@ fn failed_log_append_is_not_acknowledged_and_later_reopen_has_acked_data() {
     drop(e);
     let e = Engine::open(local, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
     let n = count(&e);
-    assert!(n == 100, "the 100 acknowledged cells and none of the failed batch: {n}");
+    assert!(
+        n == 100,
+        "the 100 acknowledged cells and none of the failed batch: {n}"
+    );
 }
 
 #[test]
@@ -51,10 +68,20 @@ fn failed_minor_compaction_loses_nothing_and_retries() {
     let dir = tempfile::tempdir().unwrap();
     let local: Arc<dyn Fs> = Arc::new(LocalFs::new(dir.path()).unwrap());
     let fault = FaultFs::new(local.clone());
-    let e = Engine::open(fault.clone(), "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    let e = Engine::open(
+        fault.clone(),
+        "/ht",
+        EngineOptions::default(),
+        rt.handle().clone(),
+    )
+    .unwrap();
     e.create_table(schema()).unwrap();
     e.apply(7, &batch(0, 500)).unwrap();
-    fault.add_rule(FaultRule::new(FaultOp::Append, FaultAction::Fail).path("/ht/tables/").nth(0));
+    fault.add_rule(
+        FaultRule::new(FaultOp::Append, FaultAction::Fail)
+            .path("/ht/tables/")
+            .nth(0),
+    );
     assert!(e.compact(Some(7), CompactionKind::Minor).is_err());
     assert_eq!(count(&e), 500);
     e.apply(7, &batch(500, 10)).unwrap();
@@ -71,7 +98,13 @@ fn corrupted_cell_store_is_a_checksum_error_naming_the_file() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let local: Arc<dyn Fs> = Arc::new(LocalFs::new(dir.path()).unwrap());
-    let e = Engine::open(local.clone(), "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    let e = Engine::open(
+        local.clone(),
+        "/ht",
+        EngineOptions::default(),
+        rt.handle().clone(),
+    )
+    .unwrap();
     e.create_table(schema()).unwrap();
     e.apply(7, &batch(0, 2000)).unwrap();
     e.compact(Some(7), CompactionKind::Minor).unwrap();
@@ -80,7 +113,10 @@ fn corrupted_cell_store_is_a_checksum_error_naming_the_file() {
     // Flip a byte in the first data block of the only cell store.
     let mut stores = Vec::new();
     for entry in walk(dir.path()) {
-        if entry.file_name().is_some_and(|n| n.to_string_lossy().starts_with("cs")) {
+        if entry
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("cs"))
+        {
             stores.push(entry);
         }
     }
