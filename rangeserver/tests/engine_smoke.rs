@@ -79,3 +79,32 @@ fn write_scan_compact_split_reopen() {
     e.compact(Some(1), CompactionKind::Major).unwrap();
     assert_eq!(rows(&e).len(), 999);
 }
+
+#[test]
+fn async_apply_and_bounded_scan_stream() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    e.create_table(schema()).unwrap();
+    let e2 = e.clone();
+    let blocks = rt.block_on(async move {
+        for b in 0..10 {
+            let muts = (0..100)
+                .map(|i| Mutation::insert(format!("k{:05}", b * 100 + i), 1, "", "v"))
+                .collect();
+            e2.apply_async(1, muts).await.unwrap();
+        }
+        let mut rx = e2.scan_stream(1, ScanSpec::default(), 64, 2);
+        let mut sizes = Vec::new();
+        while let Some(block) = rx.recv().await {
+            sizes.push(block.unwrap().len());
+        }
+        sizes
+    });
+    assert_eq!(blocks.iter().sum::<usize>(), 1000);
+    assert!(blocks.iter().all(|&n| n <= 64), "{blocks:?}");
+    // Unknown table: the stream carries the error.
+    let err = rt.block_on(async { e.scan_stream(99, ScanSpec::default(), 8, 1).recv().await });
+    assert!(matches!(err, Some(Err(rangeserver::Error::NoSuchTable(_)))));
+}
