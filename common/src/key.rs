@@ -102,7 +102,7 @@ pub enum KeyError {
 }
 
 fn escape_into(bytes: &[u8], out: &mut Vec<u8>) {
-    if !bytes.contains(&0) {
+    if memchr0(bytes).is_none() {
         out.extend_from_slice(bytes);
     } else {
         for &b in bytes {
@@ -125,31 +125,30 @@ fn undesc_i64(b: [u8; 8]) -> i64 {
 }
 
 /// Finds the `00 01` terminator of an escaped field starting at `from`; returns its index.
+/// A plain loop: fields are short and binary rows are often dense in zero bytes, where calling
+/// `memchr` per zero costs more than it saves.
 fn find_terminator(enc: &[u8], from: usize) -> Result<Option<usize>, KeyError> {
     let mut i = from;
     while i + 1 < enc.len() {
-        match memchr0(&enc[i..]) {
-            None => return Ok(None),
-            Some(off) => {
-                let at = i + off;
-                match enc.get(at + 1) {
-                    Some(1) => return Ok(Some(at)),
-                    Some(0xFF) => i = at + 2,
-                    Some(_) => return Err(KeyError::BadEscape(at)),
-                    None => return Ok(None),
-                }
+        if enc[i] == 0 {
+            match enc[i + 1] {
+                1 => return Ok(Some(i)),
+                0xFF => i += 2,
+                _ => return Err(KeyError::BadEscape(i)),
             }
+        } else {
+            i += 1;
         }
     }
     Ok(None)
 }
 
 fn memchr0(s: &[u8]) -> Option<usize> {
-    s.iter().position(|&b| b == 0)
+    memchr::memchr(0, s)
 }
 
 fn unescape(enc: &[u8]) -> Cow<'_, [u8]> {
-    if !enc.contains(&0) {
+    if memchr0(enc).is_none() {
         return Cow::Borrowed(enc);
     }
     let mut out = Vec::with_capacity(enc.len());
@@ -311,6 +310,29 @@ impl<'a> KeyRef<'a> {
         match find_terminator(enc, qual_start)? {
             Some(t) if t == suffix - 2 => {}
             _ => return Err(KeyError::NoQualifierTerminator),
+        }
+        let flag = enc[suffix];
+        if CellFlag::from_u8(flag).is_none() {
+            return Err(KeyError::BadFlag(flag));
+        }
+        Ok(Self { enc, row_end })
+    }
+
+    /// A view of a key that came from ht's own storage (a cell cache, or a checksummed block):
+    /// checks the fixed structure (length, qualifier terminator, flag) and finds the row by its
+    /// terminator, but does not re-validate every escape inside row and qualifier. For a
+    /// well-formed key this is the same view as [`KeyRef::new`], several times faster on binary
+    /// rows; for bytes from outside use `new`.
+    pub fn from_trusted(enc: &'a [u8]) -> Result<Self, KeyError> {
+        if enc.len() < 5 + KEY_SUFFIX_LEN {
+            return Err(KeyError::TooShort(enc.len()));
+        }
+        // In a well-formed key the first `00 01` pair is the row terminator: inside escaped
+        // data a 00 is always followed by FF.
+        let row_end = memchr::memmem::find(enc, &[0, 1]).ok_or(KeyError::NoRowTerminator)?;
+        let suffix = enc.len() - KEY_SUFFIX_LEN;
+        if row_end + 3 + 2 > suffix || enc[suffix - 2..suffix] != [0, 1] {
+            return Err(KeyError::NoQualifierTerminator);
         }
         let flag = enc[suffix];
         if CellFlag::from_u8(flag).is_none() {
@@ -488,6 +510,17 @@ mod tests {
         #[test]
         fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..40)) {
             let _ = Key::decode(&bytes);
+            if let Ok(r) = KeyRef::from_trusted(&bytes) {
+                let _ = (r.row(), r.qualifier(), r.family(), r.timestamp(), r.revision());
+            }
+        }
+
+        #[test]
+        fn trusted_view_equals_checked_view(k in key_strategy()) {
+            let enc = k.encode();
+            let a = KeyRef::new(&enc).unwrap();
+            let b = KeyRef::from_trusted(&enc).unwrap();
+            prop_assert_eq!(a, b);
         }
     }
 

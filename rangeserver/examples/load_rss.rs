@@ -24,7 +24,11 @@ fn peak_rss_kib() -> u64 {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
-    let n: u64 = args.get(1).map(|s| s.parse()).transpose()?.unwrap_or(20_000_000);
+    let n: u64 = args
+        .get(1)
+        .map(|s| s.parse())
+        .transpose()?
+        .unwrap_or(20_000_000);
     let dir = match args.get(2) {
         Some(d) => std::path::PathBuf::from(d),
         None => std::env::temp_dir().join(format!("ht-load-rss-{}", std::process::id())),

@@ -22,17 +22,21 @@ use crate::iter::CellIter;
 
 /// Arena chunk size; a cell larger than this gets a chunk of its own.
 const CHUNK_BYTES: usize = 1 << 20;
-/// Index bytes charged per cell: the slot, plus B-tree nodes that are on average about 2/3 full
-/// with 11 slots and child pointers each (an upper bound, so the limit is never underestimated).
-const INDEX_BYTES_PER_CELL: u64 = 40;
+/// Index bytes charged per cell: the 32-byte slot in B-tree nodes that are on average at least
+/// 2/3 full, plus child pointers (an upper bound, so the limit is never underestimated).
+const INDEX_BYTES_PER_CELL: u64 = 56;
 /// Slots copied by a reader's first fill after a seek (small: point reads are common).
 const FIRST_READ_CELLS: usize = 32;
 /// Slots copied per later refill.
 const READ_CHUNK_CELLS: usize = 512;
 
-/// Points at `klen` key bytes followed by `vlen` value bytes in the arena.
+/// Points at `klen` key bytes followed by `vlen` value bytes in the arena. The first 16 key
+/// bytes are also kept inline (big-endian, zero-padded), so most comparisons need neither a
+/// pointer chase into the arena nor a `memcmp` call (16, not 8: escaped binary rows start with
+/// runs of `00 FF`).
 #[derive(Clone, Copy)]
 struct Slot {
+    prefix: u128,
     ptr: *const u8,
     klen: u32,
     vlen: u32,
@@ -43,6 +47,15 @@ struct Slot {
 unsafe impl Send for Slot {}
 // SAFETY: as above; slots are read-only views.
 unsafe impl Sync for Slot {}
+
+/// The first 16 bytes of `key`, zero-padded, as a big-endian number: comparing two of these
+/// orders keys as bytewise comparison does, except that ties need the full keys.
+fn key_prefix(key: &[u8]) -> u128 {
+    let mut b = [0u8; 16];
+    let n = key.len().min(16);
+    b[..n].copy_from_slice(&key[..n]);
+    u128::from_be_bytes(b)
+}
 
 impl Slot {
     fn key(&self) -> &[u8] {
@@ -58,7 +71,7 @@ impl Slot {
 
 impl PartialEq for Slot {
     fn eq(&self, other: &Self) -> bool {
-        self.key() == other.key()
+        self.prefix == other.prefix && self.key() == other.key()
     }
 }
 impl Eq for Slot {}
@@ -69,7 +82,10 @@ impl PartialOrd for Slot {
 }
 impl Ord for Slot {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.key().cmp(other.key())
+        match self.prefix.cmp(&other.prefix) {
+            Ordering::Equal => self.key().cmp(other.key()),
+            o => o,
+        }
     }
 }
 
@@ -103,6 +119,7 @@ impl Inner {
         chunk.extend_from_slice(key);
         chunk.extend_from_slice(value);
         Slot {
+            prefix: key_prefix(key),
             ptr: chunk[start..].as_ptr(),
             klen: key.len() as u32,
             vlen: value.len() as u32,

@@ -1416,7 +1416,7 @@ impl TableScanner {
         if !self.filter.valid() {
             return Ok(None);
         }
-        let k = KeyRef::new(self.filter.key())?.to_key();
+        let k = KeyRef::from_trusted(self.filter.key())?.to_key();
         let v = if self.keys_only {
             Vec::new()
         } else {

@@ -180,7 +180,7 @@ impl<I: CellIter> SpecFilter<I> {
                 self.current = None;
                 continue;
             }
-            let k = KeyRef::new(self.src.key())?;
+            let k = KeyRef::from_trusted(self.src.key())?;
             let iv = self.current.as_ref().expect("an interval is current");
             if iv.is_past_end(&k) {
                 self.current = None;

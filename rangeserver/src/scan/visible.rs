@@ -254,7 +254,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             continue;
         }
         let src_key = src.key();
-        let k = KeyRef::new(src_key).map_err(|e| Error::Corrupt {
+        let k = KeyRef::from_trusted(src_key).map_err(|e| Error::Corrupt {
             file: "<merged scan>".into(),
             offset: 0,
             msg: format!("bad key {src_key:?}: {e}"),
