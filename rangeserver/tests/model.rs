@@ -630,8 +630,21 @@ fn run(ops: &[Op]) {
     e.close().expect("close");
 }
 
+/// 24 cases by default (about 7 s); `PROPTEST_CASES` runs more.
+fn config() -> ProptestConfig {
+    let cases = std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24);
+    ProptestConfig {
+        cases,
+        max_shrink_iters: 2000,
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, max_shrink_iters: 2000, ..ProptestConfig::default() })]
+    #![proptest_config(config())]
 
     #[test]
     fn engine_matches_model(ops in proptest::collection::vec(op(), 1..60)) {
