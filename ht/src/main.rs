@@ -1,5 +1,7 @@
 //! `ht`: the one binary (shell, servers, loader, benchmarks).
 
+mod bench;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -13,12 +15,18 @@ struct Cli {
 enum Command {
     /// Prints the version.
     Version,
+    /// Runs a benchmark against its reference (see BENCH.md).
+    Bench {
+        #[command(subcommand)]
+        bench: bench::BenchCommand,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Version => println!("ht {}", env!("CARGO_PKG_VERSION")),
+        Command::Bench { bench } => bench::run(bench)?,
     }
     Ok(())
 }

@@ -1,0 +1,396 @@
+//! `ht bench engine`: the range server engine against RocksDB's db_bench on the same workloads.
+//!
+//! Both sides write 8-byte big-endian keys (db_bench's binary key format) with 16-byte values in
+//! batches of 1000 from one thread, then read them back. ht runs and RocksDB runs alternate pair by
+//! pair; the table shows medians and the median of the per-pair ratios.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use common::schema::{Durability, TableSchema};
+use dfs_broker::{Fs, LocalFs};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rangeserver::engine::{Engine, EngineOptions, Mutation};
+use rangeserver::scan::spec::{RowInterval, ScanSpec};
+
+/// The workloads in table order; the names are db_bench's (plus the script's `_sync` suffix).
+pub const WORKLOADS: [&str; 5] = [
+    "fillrandom",
+    "fillseq",
+    "fillrandom_sync",
+    "readseq",
+    "readrandom",
+];
+
+/// Cells per `apply`, as db_bench's `--batch_size=1000`.
+const BATCH: usize = 1000;
+const VALUE_BYTES: usize = 16;
+const TABLE_ID: u32 = 1;
+/// Point reads are capped like this so that a large N does not make the run hours long.
+const MAX_READS: u64 = 1_000_000;
+
+/// Options of `ht bench engine`.
+#[derive(Args, Debug)]
+pub struct EngineArgs {
+    /// Keys per workload (the key space is 0..N).
+    #[arg(long, default_value_t = 1_000_000)]
+    num: u64,
+    /// ht/RocksDB pairs of runs.
+    #[arg(long, default_value_t = 3)]
+    runs: u32,
+    /// Where the data goes (default: a temporary directory under /tmp).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Run only the ht side.
+    #[arg(long)]
+    no_rocksdb: bool,
+    /// The RocksDB baseline script, relative to the repository root.
+    #[arg(long, default_value = "../shared/bench/rocksdb-baseline.sh")]
+    rocksdb_script: PathBuf,
+    /// Seed of the random key orders.
+    #[arg(long, default_value_t = 301)]
+    seed: u64,
+}
+
+/// Ops/s per workload from one run of one side.
+type Figures = HashMap<String, f64>;
+
+/// Runs the benchmark and reports it.
+pub fn run(args: EngineArgs) -> anyhow::Result<()> {
+    if args.num == 0 || args.runs == 0 {
+        bail!("--num and --runs must be at least 1");
+    }
+    let _tmp;
+    let base = match &args.dir {
+        Some(d) => d.clone(),
+        None => {
+            let t = tempfile::Builder::new()
+                .prefix("ht-bench-")
+                .tempdir_in("/tmp")?;
+            let p = t.path().to_path_buf();
+            _tmp = t;
+            p
+        }
+    };
+    std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    if !args.no_rocksdb && !args.rocksdb_script.exists() {
+        bail!(
+            "RocksDB script {} not found (use --rocksdb-script or --no-rocksdb)",
+            args.rocksdb_script.display()
+        );
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    println!(
+        "ht bench engine: N={} runs={} dir={} ({})",
+        args.num,
+        args.runs,
+        base.display(),
+        super::machine()
+    );
+    let mut ht_runs: Vec<Figures> = Vec::new();
+    let mut rdb_runs: Vec<Figures> = Vec::new();
+    for run in 1..=args.runs {
+        let ht = run_ht(&args, &base.join(format!("ht-{run}")), &rt)?;
+        println!("run {run} ht:      {}", format_figures(&ht));
+        ht_runs.push(ht);
+        if !args.no_rocksdb {
+            let rdb = run_rocksdb(&args, &base.join(format!("rocksdb-{run}")))?;
+            println!("run {run} RocksDB: {}", format_figures(&rdb));
+            rdb_runs.push(rdb);
+        }
+    }
+    report(&args, &ht_runs, &rdb_runs)?;
+    match super::peak_rss_kb() {
+        Some(kb) => println!("peak RSS (ht process): {:.1} MiB", kb as f64 / 1024.0),
+        None => println!("peak RSS: unknown"),
+    }
+    Ok(())
+}
+
+fn format_figures(f: &Figures) -> String {
+    WORKLOADS
+        .iter()
+        .filter_map(|w| f.get(*w).map(|v| format!("{w}={v:.0}")))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Prints the table and appends the line to bench/RESULTS.md.
+fn report(args: &EngineArgs, ht: &[Figures], rdb: &[Figures]) -> anyhow::Result<()> {
+    println!();
+    println!("| workload | ht ops/s | RocksDB ops/s | ht/RocksDB |");
+    println!("|---|---:|---:|---:|");
+    let mut figures = Vec::new();
+    for w in WORKLOADS {
+        let h: Vec<f64> = ht.iter().filter_map(|f| f.get(w).copied()).collect();
+        let r: Vec<f64> = rdb.iter().filter_map(|f| f.get(w).copied()).collect();
+        let ratios: Vec<f64> = ht
+            .iter()
+            .zip(rdb)
+            .filter_map(|(a, b)| Some(a.get(w)? / b.get(w)?))
+            .collect();
+        let (hm, rm, xm) = (super::median(&h), super::median(&r), super::median(&ratios));
+        println!(
+            "| {w} | {} | {} | {} |",
+            fmt_ops(hm),
+            fmt_ops(rm),
+            fmt_ratio(xm)
+        );
+        figures.push(format!(
+            "{w} {}/{} ({})",
+            fmt_ops(hm),
+            fmt_ops(rm),
+            fmt_ratio(xm)
+        ));
+    }
+    let line = format!(
+        "| {} | {} | {} | `{}` | {} |",
+        super::utc_now(),
+        super::git_commit(),
+        super::machine(),
+        super::command_line(),
+        figures.join("; ")
+    );
+    let path = super::append_result(RESULTS_HEADER, &line)?;
+    println!(
+        "(medians of {} runs; appended to {})",
+        args.runs,
+        path.display()
+    );
+    Ok(())
+}
+
+const RESULTS_HEADER: &str = "# Benchmark results\n\n\
+One line per invocation of a benchmark. Columns: date (UTC); git commit of the binary's tree; \
+machine (CPUs, total memory); the command; the figures.\n\n\
+For `ht bench engine` the figures are, per workload, `ht ops/s / RocksDB ops/s (ratio)`: medians \
+over the runs of ht and of RocksDB's db_bench, and the median of the per-pair ratios ht/RocksDB \
+(>1 means ht is faster). Ops/s = cells (or reads) / elapsed seconds, one thread.\n\n\
+| date (UTC) | commit | machine | command | figures |\n|---|---|---|---|---|\n";
+
+fn fmt_ops(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.0}")
+    } else {
+        "-".into()
+    }
+}
+
+fn fmt_ratio(v: f64) -> String {
+    if v.is_finite() {
+        format!("{v:.2}")
+    } else {
+        "-".into()
+    }
+}
+
+/// One run of the RocksDB script; parses its `<workload> <ops_per_sec>` lines.
+fn run_rocksdb(args: &EngineArgs, dir: &Path) -> anyhow::Result<Figures> {
+    let out = Command::new("bash")
+        .arg(&args.rocksdb_script)
+        .arg(args.num.to_string())
+        .arg(dir)
+        .output()
+        .with_context(|| format!("running {}", args.rocksdb_script.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} failed: {}",
+            args.rocksdb_script.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    let mut f = Figures::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let mut it = line.split_whitespace();
+        if let (Some(w), Some(v)) = (it.next(), it.next())
+            && let Ok(v) = v.parse::<f64>()
+        {
+            f.insert(w.to_string(), v);
+        }
+    }
+    Ok(f)
+}
+
+/// One run of every workload on ht, grouped as the RocksDB script groups them: fillrandom then
+/// the reads on one database, fillseq on a fresh one, fillrandom_sync on a fresh one.
+fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow::Result<Figures> {
+    let mut f = Figures::new();
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let values = ValueGen::new(&mut rng);
+    let n = args.num;
+
+    let db = HtDb::open(&dir.join("a"), rt, Durability::Flush)?;
+    let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
+    let t = db.fill(&keys, &values)?;
+    f.insert("fillrandom".into(), n as f64 / t.as_secs_f64());
+    let drain = Instant::now();
+    db.engine.wait_for_maintenance();
+    let drain = drain.elapsed();
+    let s = db.engine.stats();
+    eprintln!(
+        "  ht fillrandom: {:.2}s, then {:.2}s draining maintenance; {} minor, {} merging, {} major compactions, {} stores, {} ranges",
+        t.as_secs_f64(),
+        drain.as_secs_f64(),
+        s.minor_compactions,
+        s.merging_compactions,
+        s.major_compactions,
+        s.stores,
+        s.ranges
+    );
+    let (cells, t) = db.readseq()?;
+    f.insert("readseq".into(), cells as f64 / t.as_secs_f64());
+    let reads: Vec<u64> = (0..n.min(MAX_READS))
+        .map(|_| rng.random_range(0..n))
+        .collect();
+    let before = db.engine.stats();
+    let (found, t) = db.readrandom(&reads)?;
+    let after = db.engine.stats();
+    f.insert("readrandom".into(), reads.len() as f64 / t.as_secs_f64());
+    eprintln!(
+        "  ht readseq {cells} cells; readrandom {found} of {} found, block cache {} hits {} misses",
+        reads.len(),
+        after.block_cache_hits - before.block_cache_hits,
+        after.block_cache_misses - before.block_cache_misses
+    );
+    db.close()?;
+
+    let db = HtDb::open(&dir.join("b"), rt, Durability::Flush)?;
+    let keys: Vec<u64> = (0..n).collect();
+    let t = db.fill(&keys, &values)?;
+    f.insert("fillseq".into(), n as f64 / t.as_secs_f64());
+    db.close()?;
+
+    let db = HtDb::open(&dir.join("c"), rt, Durability::Sync)?;
+    let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
+    let t = db.fill(&keys, &values)?;
+    f.insert("fillrandom_sync".into(), n as f64 / t.as_secs_f64());
+    db.close()?;
+
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(f)
+}
+
+/// Compressible 16-byte values, like db_bench's default `--compression_ratio=0.5`: each value is
+/// 8 random bytes repeated once.
+struct ValueGen {
+    pool: Vec<u8>,
+}
+
+impl ValueGen {
+    const POOL_VALUES: usize = 1 << 14;
+
+    fn new(rng: &mut StdRng) -> Self {
+        let mut pool = Vec::with_capacity(Self::POOL_VALUES * VALUE_BYTES);
+        for _ in 0..Self::POOL_VALUES {
+            let half: [u8; VALUE_BYTES / 2] =
+                std::array::from_fn(|_| rng.random_range(b' '..=b'~'));
+            pool.extend_from_slice(&half);
+            pool.extend_from_slice(&half);
+        }
+        Self { pool }
+    }
+
+    fn value(&self, i: u64) -> &[u8] {
+        let at = (i as usize % Self::POOL_VALUES) * VALUE_BYTES;
+        &self.pool[at..at + VALUE_BYTES]
+    }
+}
+
+/// One engine with one table (one family, one version per cell, as a key-value store).
+struct HtDb {
+    engine: Engine,
+    dir: PathBuf,
+    family: u8,
+}
+
+impl HtDb {
+    fn open(
+        dir: &Path,
+        rt: &tokio::runtime::Runtime,
+        durability: Durability,
+    ) -> anyhow::Result<Self> {
+        let _ = std::fs::remove_dir_all(dir);
+        let fs: Arc<dyn Fs> = Arc::new(LocalFs::new(dir)?);
+        let engine = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone())?;
+        let mut schema = TableSchema::new(TABLE_ID, "/bench");
+        let family = schema.add_family("v");
+        schema.families[0].max_versions = 1;
+        schema.durability = durability;
+        engine.create_table(schema)?;
+        Ok(Self {
+            engine,
+            dir: dir.to_path_buf(),
+            family,
+        })
+    }
+
+    /// Writes one cell per key in batches of [`BATCH`]; returns the time the writes took.
+    fn fill(&self, keys: &[u64], values: &ValueGen) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        let mut batch = Vec::with_capacity(BATCH);
+        for (i, chunk) in keys.chunks(BATCH).enumerate() {
+            batch.clear();
+            for (j, k) in chunk.iter().enumerate() {
+                let v = values.value((i * BATCH + j) as u64);
+                batch.push(Mutation::insert(
+                    k.to_be_bytes().to_vec(),
+                    self.family,
+                    Vec::new(),
+                    v,
+                ));
+            }
+            self.engine.apply(TABLE_ID, &batch)?;
+        }
+        Ok(start.elapsed())
+    }
+
+    /// Scans the whole table; returns the cells seen and the time taken.
+    fn readseq(&self) -> anyhow::Result<(u64, Duration)> {
+        let start = Instant::now();
+        let mut bytes = 0usize;
+        let cells = self
+            .engine
+            .scan(TABLE_ID, &ScanSpec::default())?
+            .for_each_raw(|k, v| bytes += k.len() + v.len())?;
+        std::hint::black_box(bytes);
+        Ok((cells, start.elapsed()))
+    }
+
+    /// One single-row scan per key; returns how many keys were found and the time taken.
+    fn readrandom(&self, keys: &[u64]) -> anyhow::Result<(u64, Duration)> {
+        let start = Instant::now();
+        let mut spec = ScanSpec::default();
+        let mut found = 0;
+        for k in keys {
+            spec.row_intervals.clear();
+            spec.row_intervals
+                .push(RowInterval::row(k.to_be_bytes().to_vec()));
+            let mut bytes = 0usize;
+            let n = self
+                .engine
+                .scan(TABLE_ID, &spec)?
+                .for_each_raw(|_, v| bytes += v.len())?;
+            std::hint::black_box(bytes);
+            found += u64::from(n > 0);
+        }
+        Ok((found, start.elapsed()))
+    }
+
+    fn close(self) -> anyhow::Result<()> {
+        self.engine.wait_for_maintenance();
+        self.engine.close()?;
+        drop(self.engine);
+        let _ = std::fs::remove_dir_all(&self.dir);
+        Ok(())
+    }
+}

@@ -1,0 +1,145 @@
+//! `ht bench`: benchmarks that run ht next to a reference and report medians and ratios.
+
+pub mod engine;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
+
+use clap::Subcommand;
+
+/// The benchmarks.
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// The storage engine against RocksDB's db_bench (BENCH.md section 1).
+    Engine(engine::EngineArgs),
+}
+
+/// Runs one benchmark.
+pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
+    match cmd {
+        BenchCommand::Engine(args) => engine::run(args),
+    }
+}
+
+/// The median of `v` (the mean of the middle two for an even count); NaN when empty.
+pub fn median(v: &[f64]) -> f64 {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// Peak resident set size of this process in kB (VmHWM), if /proc tells.
+pub fn peak_rss_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    field_kb(&status, "VmHWM:")
+}
+
+fn field_kb(text: &str, name: &str) -> Option<u64> {
+    let line = text.lines().find(|l| l.starts_with(name))?;
+    line[name.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// "2 cpus, 23.4 GiB": what the figures were measured on.
+pub fn machine() -> String {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| field_kb(&m, "MemTotal:"))
+        .map(|kb| format!("{:.1} GiB", kb as f64 / (1024.0 * 1024.0)))
+        .unwrap_or_else(|| "? GiB".into());
+    format!("{cpus} cpus, {mem}")
+}
+
+/// The short commit hash of the working tree, or "unknown".
+pub fn git_commit() -> String {
+    git(&["rev-parse", "--short", "HEAD"]).unwrap_or_else(|| "unknown".into())
+}
+
+fn git(args: &[&str]) -> Option<String> {
+    let out = Command::new("git").args(args).output().ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The command line as typed (arguments joined by spaces).
+pub fn command_line() -> String {
+    std::env::args().collect::<Vec<_>>().join(" ")
+}
+
+/// Appends `line` to `bench/RESULTS.md` at the repository root (or the current directory),
+/// creating the file with `header` first. Returns the path written.
+pub fn append_result(header: &str, line: &str) -> anyhow::Result<PathBuf> {
+    let root = git(&["rev-parse", "--show-toplevel"])
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let dir = root.join("bench");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("RESULTS.md");
+    let fresh = !path.exists();
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)?;
+    if fresh {
+        f.write_all(header.as_bytes())?;
+    }
+    writeln!(f, "{line}")?;
+    Ok(path)
+}
+
+/// Current time in UTC as `YYYY-MM-DD HH:MM:SS` (no date crate needed for this one use).
+pub fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn kb_field_is_parsed() {
+        assert_eq!(
+            field_kb("VmPeak:\t 10 kB\nVmHWM:\t  1234 kB\n", "VmHWM:"),
+            Some(1234)
+        );
+    }
+}
