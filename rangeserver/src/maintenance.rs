@@ -33,8 +33,9 @@ pub enum Task {
     Flush { range: Arc<Range>, group: usize },
     /// Merge a group's cell stores.
     Merge { range: Arc<Range>, group: usize },
-    /// Rewrite every group of a range (after a split, so the halves stop sharing files).
-    Major { range: Arc<Range> },
+    /// Rewrite every group's stores into one holding only the range's rows, dropping nothing
+    /// (after a split, so the halves stop sharing the parent's files).
+    Rewrite { range: Arc<Range> },
     /// Split a range that grew past the split size.
     Split { range: Arc<Range> },
 }
@@ -167,9 +168,12 @@ fn run(inner: &Arc<Inner>, task: Task) -> Result<()> {
         Task::Merge { range, group } => {
             compact_group(inner, &range, group, CompactionKind::Merging)?
         }
-        Task::Major { range } => {
-            for gi in 0..range.groups.len() {
-                compact_group(inner, &range, gi, CompactionKind::Major)?;
+        Task::Rewrite { range } => {
+            let _m = range.maintenance.lock();
+            if !range.retired.load(Ordering::Acquire) {
+                for gi in 0..range.groups.len() {
+                    merge_stores(inner, &range, gi, 1)?;
+                }
             }
         }
         Task::Split { range } => {
@@ -384,32 +388,7 @@ fn compact_locked(inner: &Inner, range: &Range, gi: usize, kind: CompactionKind)
             inner.counters.minor.fetch_add(1, Ordering::Relaxed);
             purge_log(inner)?;
         }
-        CompactionKind::Merging => {
-            let st = g.state();
-            if st.stores.len() < 2 {
-                return Ok(());
-            }
-            let children: Vec<Box<dyn CellIter>> = st
-                .stores
-                .iter()
-                .map(|s| Box::new(s.scanner(false)) as Box<dyn CellIter>)
-                .collect();
-            let mut src = BoundedIter::new(MergeIter::new(children), bounds.0, bounds.1);
-            let new = write_store(inner, range, gi, st.next_store, &mut src)?;
-            let stores: Vec<Arc<CellStore>> = new.into_iter().collect();
-            commit_group(
-                inner,
-                range,
-                gi,
-                GroupState {
-                    stores: stores.clone(),
-                    next_store: st.next_store + 1,
-                    ..(*st).clone()
-                },
-            )?;
-            retire_stores(inner, &st.stores, &stores);
-            inner.counters.merging.fetch_add(1, Ordering::Relaxed);
-        }
+        CompactionKind::Merging => merge_stores(inner, range, gi, 2)?,
         CompactionKind::Major => {
             let had_cache = freeze(inner, g);
             let st = g.state();
@@ -457,6 +436,38 @@ fn compact_locked(inner: &Inner, range: &Range, gi: usize, kind: CompactionKind)
             purge_log(inner)?;
         }
     }
+    Ok(())
+}
+
+/// Merges a group's cell stores (when it has at least `min_stores`) into one holding only the
+/// range's rows, dropping nothing.
+fn merge_stores(inner: &Inner, range: &Range, gi: usize, min_stores: usize) -> Result<()> {
+    let g = &range.groups[gi];
+    let bounds = range.key_bounds();
+    let st = g.state();
+    if st.stores.len() < min_stores {
+        return Ok(());
+    }
+    let children: Vec<Box<dyn CellIter>> = st
+        .stores
+        .iter()
+        .map(|s| Box::new(s.scanner(false)) as Box<dyn CellIter>)
+        .collect();
+    let mut src = BoundedIter::new(MergeIter::new(children), bounds.0, bounds.1);
+    let new = write_store(inner, range, gi, st.next_store, &mut src)?;
+    let stores: Vec<Arc<CellStore>> = new.into_iter().collect();
+    commit_group(
+        inner,
+        range,
+        gi,
+        GroupState {
+            stores: stores.clone(),
+            next_store: st.next_store + 1,
+            ..(*st).clone()
+        },
+    )?;
+    retire_stores(inner, &st.stores, &stores);
+    inner.counters.merging.fetch_add(1, Ordering::Relaxed);
     Ok(())
 }
 
@@ -572,9 +583,10 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
     drop(gate);
     inner.counters.splits.fetch_add(1, Ordering::Relaxed);
     tracing::info!(range = range.id, lo = lo.id, hi = hi.id, "range split");
-    // Rewrite both halves so they stop sharing the parent's files.
-    inner.maint.push(Task::Major { range: lo });
-    inner.maint.push(Task::Major { range: hi });
+    // Rewrite both halves so they stop sharing the parent's files (dropping nothing: a split
+    // changes nothing visible).
+    inner.maint.push(Task::Rewrite { range: lo });
+    inner.maint.push(Task::Rewrite { range: hi });
     Ok(())
 }
 
