@@ -244,14 +244,28 @@ impl CellCache {
     /// Copies up to `n` slots from `from` on; returns true if that reached the end.
     fn fill(&self, from: Bound<&[u8]>, n: usize, out: &mut Vec<Slot>) -> bool {
         out.clear();
+        out.reserve(n);
+        // Search with a probe slot, so the tree compares inline prefixes rather than calling
+        // memcmp through `Borrow<[u8]>` at every node. The probe points at the caller's `k`,
+        // which outlives this call; it is never stored.
+        let probe = |k: &[u8]| Slot {
+            prefix: key_prefix(k),
+            ptr: k.as_ptr(),
+            klen: k.len() as u32,
+            vlen: 0,
+        };
+        let lower = match from {
+            Bound::Included(k) => Bound::Included(probe(k)),
+            Bound::Excluded(k) => Bound::Excluded(probe(k)),
+            Bound::Unbounded => Bound::Unbounded,
+        };
         let inner = self.inner.read();
-        out.extend(
-            inner
-                .index
-                .range::<[u8], _>((from, Bound::Unbounded))
-                .take(n)
-                .copied(),
-        );
+        for s in inner.index.range((lower, Bound::Unbounded)) {
+            if out.len() == n {
+                break;
+            }
+            out.push(*s);
+        }
         out.len() < n
     }
 }

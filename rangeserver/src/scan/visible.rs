@@ -335,8 +335,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
         }
         if flag.is_delete() {
             if st.opts.return_deletes && st.opts.mode == Mode::Scan {
-                let (kb, vb) = (src_key.to_vec(), src.value().to_vec());
-                st.emit(&kb, &vb);
+                st.emit(src_key, src.value());
                 src.next()?;
                 return Ok(());
             }
@@ -383,8 +382,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             src.next()?;
             continue;
         }
-        let (kb, vb) = (src_key.to_vec(), src.value().to_vec());
-        st.emit(&kb, &vb);
+        st.emit(src_key, src.value());
         src.next()?;
         return Ok(());
     }
