@@ -320,16 +320,14 @@ impl<'a> KeyRef<'a> {
 
     /// A view of a key that came from ht's own storage (a cell cache, or a checksummed block):
     /// checks the fixed structure (length, qualifier terminator, flag) and finds the row by its
-    /// terminator, but does not re-validate every escape inside row and qualifier. For a
+    /// terminator, but does not re-validate the escapes inside the qualifier. For a
     /// well-formed key this is the same view as [`KeyRef::new`], several times faster on binary
     /// rows; for bytes from outside use `new`.
     pub fn from_trusted(enc: &'a [u8]) -> Result<Self, KeyError> {
         if enc.len() < 5 + KEY_SUFFIX_LEN {
             return Err(KeyError::TooShort(enc.len()));
         }
-        // In a well-formed key the first `00 01` pair is the row terminator: inside escaped
-        // data a 00 is always followed by FF.
-        let row_end = memchr::memmem::find(enc, &[0, 1]).ok_or(KeyError::NoRowTerminator)?;
+        let row_end = find_terminator(enc, 0)?.ok_or(KeyError::NoRowTerminator)?;
         let suffix = enc.len() - KEY_SUFFIX_LEN;
         if row_end + 3 + 2 > suffix || enc[suffix - 2..suffix] != [0, 1] {
             return Err(KeyError::NoQualifierTerminator);

@@ -25,9 +25,10 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// Index bytes charged per cell: the 32-byte slot in B-tree nodes that are on average at least
 /// 2/3 full, plus child pointers (an upper bound, so the limit is never underestimated).
 const INDEX_BYTES_PER_CELL: u64 = 56;
-/// Slots copied by a reader's first fill after a seek (small: point reads are common).
-const FIRST_READ_CELLS: usize = 32;
-/// Slots copied per later refill.
+/// Slots copied by a reader's first fill after a seek (small: point reads are common); each
+/// refill copies 8 times more, up to `READ_CHUNK_CELLS`.
+const FIRST_READ_CELLS: usize = 4;
+/// Most slots copied per refill.
 const READ_CHUNK_CELLS: usize = 512;
 
 /// Points at `klen` key bytes followed by `vlen` value bytes in the arena. The first 16 key
@@ -304,9 +305,10 @@ impl CellIter for CellCacheIter {
         self.pos += 1;
         if self.pos >= self.buf.len() && !self.exhausted && !self.buf.is_empty() {
             let last = *self.buf.last().expect("non-empty");
-            self.exhausted =
-                self.cache
-                    .fill(Bound::Excluded(last.key()), READ_CHUNK_CELLS, &mut self.buf);
+            let n = (self.buf.len() * 8).min(READ_CHUNK_CELLS);
+            self.exhausted = self
+                .cache
+                .fill(Bound::Excluded(last.key()), n, &mut self.buf);
             self.pos = 0;
         }
         Ok(())

@@ -1369,14 +1369,17 @@ impl CellIter for TableCursor {
             return Ok(());
         }
         // The range holding the target's row: the first whose end is past it.
-        let idx = self
-            .ranges
-            .iter()
-            .position(|r| match &r.end_row {
-                Some(e) => target < key::row_start(e).as_slice(),
-                None => true,
-            })
-            .unwrap_or(self.ranges.len() - 1);
+        let idx = if self.ranges.len() == 1 {
+            0
+        } else {
+            self.ranges
+                .iter()
+                .position(|r| match &r.end_row {
+                    Some(e) => target < key::row_start(e).as_slice(),
+                    None => true,
+                })
+                .unwrap_or(self.ranges.len() - 1)
+        };
         if self.current.is_none() || self.current_idx != idx {
             self.open_range(idx);
         }

@@ -163,12 +163,22 @@ pub fn source_of(
     bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
     fill_cache: bool,
 ) -> Box<dyn CellIter> {
+    source_filtered(st, bounds, fill_cache, |_| true)
+}
+
+/// Like [`source_of`], reading only the cell stores `keep` accepts.
+fn source_filtered(
+    st: &GroupState,
+    bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
+    fill_cache: bool,
+    keep: impl Fn(&CellStore) -> bool,
+) -> Box<dyn CellIter> {
     let mut children: Vec<Box<dyn CellIter>> = Vec::with_capacity(st.stores.len() + 2);
     children.push(Box::new(st.active.iter()));
     if let Some(f) = &st.frozen {
         children.push(Box::new(f.iter()));
     }
-    for s in st.stores.iter().rev() {
+    for s in st.stores.iter().rev().filter(|s| keep(s)) {
         children.push(Box::new(s.scanner(fill_cache)));
     }
     let merged: Box<dyn CellIter> = if children.len() == 1 {
@@ -176,6 +186,9 @@ pub fn source_of(
     } else {
         Box::new(MergeIter::new(children))
     };
+    if bounds.0.is_none() && bounds.1.is_none() {
+        return merged;
+    }
     Box::new(BoundedIter::new(merged, bounds.0, bounds.1))
 }
 

@@ -58,7 +58,8 @@ impl Interval {
 /// Applies a scan's intervals, regexes and limits to a cursor of visible cells.
 pub struct SpecFilter<I: CellIter> {
     src: I,
-    intervals: Vec<Interval>,
+    /// Intervals with their start keys, in start-key order.
+    intervals: Vec<(Vec<u8>, Interval)>,
     next_interval: usize,
     current: Option<Interval>,
     row_regex: Option<regex::bytes::Regex>,
@@ -95,7 +96,9 @@ impl<I: CellIter> SpecFilter<I> {
         if intervals.is_empty() {
             intervals.push(Interval::Rows(RowInterval::all()));
         }
-        intervals.sort_by_key(|i| i.start_key());
+        let mut intervals: Vec<(Vec<u8>, Interval)> =
+            intervals.into_iter().map(|i| (i.start_key(), i)).collect();
+        intervals.sort_by(|a, b| a.0.cmp(&b.0));
         if spec.row_offset > 0 && spec.cell_offset > 0 {
             return Err(Error::InvalidInput(
                 "OFFSET and CELL_OFFSET cannot be combined".into(),
@@ -148,13 +151,13 @@ impl<I: CellIter> SpecFilter<I> {
     }
 
     fn start_next_interval(&mut self) -> Result<bool> {
-        let Some(iv) = self.intervals.get(self.next_interval).cloned() else {
+        let Some((start, iv)) = self.intervals.get(self.next_interval) else {
             self.current = None;
             return Ok(false);
         };
         self.next_interval += 1;
-        self.src.seek(&iv.start_key())?;
-        self.current = Some(iv);
+        self.src.seek(start)?;
+        self.current = Some(iv.clone());
         self.rows_started = 0;
         self.cells_passed = 0;
         self.cells_returned = 0;
