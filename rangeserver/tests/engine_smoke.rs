@@ -108,3 +108,104 @@ fn async_apply_and_bounded_scan_stream() {
     let err = rt.block_on(async { e.scan_stream(99, ScanSpec::default(), 8, 1).recv().await });
     assert!(matches!(err, Some(Err(rangeserver::Error::NoSuchTable(_)))));
 }
+
+fn files_under(dir: &std::path::Path, prefix: &str) -> usize {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            n += files_under(&p, prefix);
+        } else if p.file_name().unwrap().to_string_lossy().starts_with(prefix) {
+            n += 1;
+        }
+    }
+    n
+}
+
+#[test]
+fn replaced_files_are_collected_and_dropped_tables_removed() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    e.create_table(schema()).unwrap();
+    for round in 0..4 {
+        let muts: Vec<Mutation> = (0..200)
+            .map(|i| Mutation::insert(format!("r{i:04}"), 1, "", format!("v{round}")))
+            .collect();
+        e.apply(1, &muts).unwrap();
+        e.compact(Some(1), CompactionKind::Minor).unwrap();
+    }
+    assert_eq!(files_under(dir.path(), "cs"), 4);
+    e.compact(Some(1), CompactionKind::Major).unwrap();
+    assert_eq!(
+        files_under(dir.path(), "cs"),
+        1,
+        "replaced stores are deleted"
+    );
+    // Four versions of each cell (the family keeps every version).
+    assert_eq!(rows(&e).len(), 800);
+    // The commit-log fragments that held flushed data were purged.
+    assert!(e.stats().purged_fragments > 0 || files_under(&dir.path().join("ht/log"), "") <= 1);
+    e.drop_table(1).unwrap();
+    assert_eq!(files_under(dir.path(), "cs"), 0);
+    assert!(!dir.path().join("ht/tables/1").exists());
+    assert!(matches!(
+        e.scan(1, &ScanSpec::default()),
+        Err(rangeserver::Error::NoSuchTable(_))
+    ));
+}
+
+#[test]
+fn one_row_scan_reads_few_blocks() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let mut s = schema();
+    s.access_groups[0].blocksize_bytes = 4096;
+    let e = Engine::open(
+        fs.clone(),
+        "/ht",
+        EngineOptions::default(),
+        rt.handle().clone(),
+    )
+    .unwrap();
+    e.create_table(s).unwrap();
+    let muts: Vec<Mutation> = (0..50_000)
+        .map(|i| Mutation::insert(format!("row{i:06}"), 1, "q", format!("value-{i:08}")))
+        .collect();
+    e.apply(1, &muts).unwrap();
+    e.compact(Some(1), CompactionKind::Major).unwrap();
+    e.close().unwrap();
+    drop(e);
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    let spec = ScanSpec {
+        row_intervals: vec![rangeserver::scan::spec::RowInterval::row(
+            b"row043210".to_vec(),
+        )],
+        ..Default::default()
+    };
+    let got = e.scan(1, &spec).unwrap().collect_all().unwrap();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].value, b"value-00043210");
+    let st = e.stats();
+    assert!(
+        st.block_cache_misses <= 2,
+        "blocks read for one row: {}",
+        st.block_cache_misses
+    );
+    // A row interval in the middle also seeks rather than reading from the start.
+    let spec = ScanSpec {
+        row_intervals: vec![rangeserver::scan::spec::RowInterval {
+            start: std::ops::Bound::Included(b"row040000".to_vec()),
+            end: std::ops::Bound::Excluded(b"row040010".to_vec()),
+        }],
+        ..Default::default()
+    };
+    assert_eq!(e.scan(1, &spec).unwrap().collect_all().unwrap().len(), 10);
+    assert!(
+        e.stats().block_cache_misses <= 5,
+        "{}",
+        e.stats().block_cache_misses
+    );
+}

@@ -330,3 +330,32 @@ fn keys_only_return_deletes_and_versions() {
     );
     assert_eq!(scan(&f, one_row).len(), 3);
 }
+
+#[test]
+fn timestamp_interval() {
+    let f = fixture();
+    let e = &f.e;
+    for (ts, v) in [(100, "old"), (200, "mid"), (300, "new")] {
+        let mut m = Mutation::insert("t1", 2, "x", v);
+        m.timestamp = Some(ts);
+        e.apply(3, &[m]).unwrap();
+    }
+    let spec = |start, end| ScanSpec {
+        row_intervals: vec![RowInterval::row(b"t1".to_vec())],
+        time_start: start,
+        time_end: end,
+        ..Default::default()
+    };
+    assert_eq!(scan(&f, spec(150, 301)), ["t1/2:x=new", "t1/2:x=mid"]);
+    assert_eq!(scan(&f, spec(i64::MIN, 200)), ["t1/2:x=old"]);
+    assert_eq!(
+        scan(
+            &f,
+            ScanSpec {
+                max_versions: 1,
+                ..spec(i64::MIN, 250)
+            }
+        ),
+        ["t1/2:x=mid"]
+    );
+}
