@@ -1,0 +1,1 @@
+//! Printing the AST as canonical HQL.
