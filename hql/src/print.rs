@@ -38,8 +38,7 @@ impl Display for Quoted<'_> {
 /// but Hypertable required quotes for them, so the printer quotes them.
 pub fn is_plain_name(s: &str) -> bool {
     s.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_' || c == '/')
-        && s.chars()
-            .all(|c| is_name_char(c) && c != '-' && c != '.')
+        && s.chars().all(|c| is_name_char(c) && c != '-' && c != '.')
         && !is_keyword(s)
 }
 
@@ -61,8 +60,7 @@ struct Qual<'a>(&'a str);
 
 impl Display for Qual<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        if !self.0.is_empty() && !self.0.starts_with('/') && self.0.chars().all(is_qualifier_char)
-        {
+        if !self.0.is_empty() && !self.0.starts_with('/') && self.0.chars().all(is_qualifier_char) {
             f.write_str(self.0)
         } else {
             Quoted(self.0).fmt(f)
@@ -481,12 +479,7 @@ impl Display for Statement {
                     DeleteColumns::All => f.write_char('*')?,
                     DeleteColumns::List(l) => comma_list(f, l, |f, c| c.fmt(f))?,
                 }
-                write!(
-                    f,
-                    " FROM {} WHERE ROW = {}",
-                    Name(&d.table),
-                    Quoted(&d.row)
-                )?;
+                write!(f, " FROM {} WHERE ROW = {}", Name(&d.table), Quoted(&d.row))?;
                 match &d.time {
                     Some(DeleteTime::Timestamp(t)) => write!(f, " TIMESTAMP {t}"),
                     Some(DeleteTime::Version(t)) => write!(f, " VERSION {t}"),

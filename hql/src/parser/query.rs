@@ -249,6 +249,15 @@ fn predicate(i: &str) -> PResult<'_, Predicate> {
         |i| row_interval(i).map(|(i, v)| (i, Predicate::Row(vec![v]))),
         |i| cell_interval(i).map(|(i, v)| (i, Predicate::Cell(vec![v]))),
         |i| {
+            let (i, ()) = p("(")(i)?;
+            let (i, (before, op, ts)) = interval("TIMESTAMP", timestamp)(i)?;
+            let (i, ()) = p(")")(i)?;
+            Ok((
+                i,
+                Predicate::Timestamp(TimestampPredicate { before, op, ts }),
+            ))
+        },
+        |i| {
             let (i, (before, op, ts)) = interval("TIMESTAMP", timestamp)(i)?;
             Ok((
                 i,
