@@ -19,10 +19,8 @@ pub struct ParseError {
     /// For errors that are not about an unexpected token, e.g. "Multiple specifications of
     /// TIME_ORDER option for column 'cf1'".
     pub message: Option<String>,
-    /// Byte offset of the error in the parsed input.
-    pub offset: usize,
-    /// The line of the input holding the error, for the caret display.
-    pub source_line: String,
+    /// Byte offset of the error within `statement`, for the caret display.
+    pub statement_offset: usize,
 }
 
 impl ParseError {
@@ -39,24 +37,19 @@ impl ParseError {
         let line = before.matches('\n').count() + 1;
         let line_start = before.rfind('\n').map_or(0, |p| p + 1);
         let column = input[line_start..offset].chars().count() + 1;
-        let line_end = input[offset..]
-            .find('\n')
-            .map_or(input.len(), |p| offset + p);
         let stmt_end = input[offset..]
             .find(';')
             .map_or(input.len(), |p| offset + p + 1);
         let stmt_start = stmt_start.min(offset);
+        let statement = input[stmt_start..stmt_end].trim_end().to_string();
         Self {
             line,
             column,
             expected: join_expected(expected),
             found: describe_found(&input[offset..]),
-            statement: input[stmt_start..stmt_end].trim().to_string(),
+            statement_offset: (offset - stmt_start).min(statement.len()),
+            statement,
             message,
-            offset,
-            source_line: input[line_start..line_end]
-                .trim_end_matches('\r')
-                .to_string(),
         }
     }
 }
@@ -119,13 +112,17 @@ impl fmt::Display for ParseError {
             Some(m) => write!(f, "{m}")?,
             None => write!(f, "expected {}, found {}", self.expected, self.found)?,
         }
-        let caret: String = self
-            .source_line
+        // The statement's line holding the error, and a caret under the position.
+        let at = self.statement_offset.min(self.statement.len());
+        let (before, after) = self.statement.split_at(at);
+        let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+        let line_end = after.find('\n').map_or(self.statement.len(), |p| at + p);
+        let line = self.statement[line_start..line_end].trim_end_matches('\r');
+        let caret: String = before[line_start..]
             .chars()
-            .take(self.column - 1)
             .map(|c| if c == '\t' { '\t' } else { ' ' })
             .collect();
-        write!(f, "\n  {}\n  {caret}^", self.source_line)
+        write!(f, "\n  {line}\n  {caret}^")
     }
 }
 

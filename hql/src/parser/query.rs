@@ -134,11 +134,14 @@ pub fn timestamp(i: &str) -> PResult<'_, Timestamp> {
     Ok((&at[end..], Timestamp::new(&at[..end])))
 }
 
+/// `[before relop]`, `op`, value.
+type Interval<T> = (Option<(T, RelOp)>, RelOp, T);
+
 /// `[before relop] <keyword> op value` where `value` is parsed by `operand`.
 fn interval<'a, T>(
     keyword: &'static str,
     operand: impl Fn(&'a str) -> PResult<'a, T>,
-) -> impl Fn(&'a str) -> PResult<'a, (Option<(T, RelOp)>, RelOp, T)> {
+) -> impl Fn(&'a str) -> PResult<'a, Interval<T>> {
     move |i| {
         let (i, before) = match operand(i) {
             Ok((i, v)) => {
@@ -292,7 +295,7 @@ pub fn where_clause(i: &str) -> PResult<'_, Vec<Predicate>> {
 }
 
 /// Sets an option that may be given once.
-fn once<'a, T>(slot: &mut Option<T>, v: T, at: &'a str, kwd: &str) -> Result<(), nom::Err<PErr>> {
+fn once<T>(slot: &mut Option<T>, v: T, at: &str, kwd: &str) -> Result<(), nom::Err<PErr>> {
     if slot.replace(v).is_some() {
         return failure::<()>(at, format!("Multiple specifications of {kwd} option")).map(|_| ());
     }
