@@ -1,0 +1,129 @@
+//! Parse errors that say where (line, column, the statement with a caret) and what was expected.
+
+use std::fmt;
+
+/// Why a statement or script did not parse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParseError {
+    /// 1-based line in the parsed input.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+    /// What would have been accepted, e.g. `'NAMESPACE', 'DATABASE' or 'TABLE'`; empty when
+    /// `message` says what is wrong instead.
+    pub expected: String,
+    /// What was there, e.g. `'TABEL'` or `end of input`.
+    pub found: String,
+    /// The statement text in which the error is.
+    pub statement: String,
+    /// For errors that are not about an unexpected token, e.g. "Multiple specifications of
+    /// TIME_ORDER option for column 'cf1'".
+    pub message: Option<String>,
+    /// Byte offset of the error within `statement`, for the caret display.
+    pub statement_offset: usize,
+}
+
+impl ParseError {
+    /// Builds an error at byte `offset` of `input`, in the statement starting at `stmt_start`.
+    pub(crate) fn at(
+        input: &str,
+        stmt_start: usize,
+        offset: usize,
+        expected: &[String],
+        message: Option<String>,
+    ) -> Self {
+        let offset = offset.min(input.len());
+        let before = &input[..offset];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+        let column = input[line_start..offset].chars().count() + 1;
+        let stmt_end = input[offset..]
+            .find(';')
+            .map_or(input.len(), |p| offset + p + 1);
+        let stmt_start = stmt_start.min(offset);
+        let statement = input[stmt_start..stmt_end].trim_end().to_string();
+        Self {
+            line,
+            column,
+            expected: join_expected(expected),
+            found: describe_found(&input[offset..]),
+            statement_offset: (offset - stmt_start).min(statement.len()),
+            statement,
+            message,
+        }
+    }
+}
+
+/// `'A'`, `'A' or 'B'`, `'A', 'B' or 'C'`; long lists are cut.
+fn join_expected(items: &[String]) -> String {
+    const MAX: usize = 12;
+    let shown = &items[..items.len().min(MAX)];
+    let mut out = String::new();
+    for (n, item) in shown.iter().enumerate() {
+        if n > 0 {
+            out.push_str(if n + 1 == shown.len() && items.len() <= MAX {
+                " or "
+            } else {
+                ", "
+            });
+        }
+        out.push_str(item);
+    }
+    if items.len() > MAX {
+        out.push_str(", …");
+    }
+    out
+}
+
+/// The token at the start of `rest`, quoted, or `end of input`.
+fn describe_found(rest: &str) -> String {
+    let Some(c) = rest.chars().next() else {
+        return "end of input".to_string();
+    };
+    let token: String = if c.is_ascii_alphanumeric() || c == '_' {
+        rest.chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect()
+    } else if c == '\'' || c == '"' {
+        let body: String = rest[1..].chars().take_while(|&d| d != c).collect();
+        format!("{c}{body}{c}")
+    } else {
+        c.to_string()
+    };
+    let token: String = if token.chars().count() > 40 {
+        token.chars().take(40).chain("…".chars()).collect()
+    } else {
+        token
+    };
+    match token.as_str() {
+        "\n" => "end of line".to_string(),
+        _ => format!("'{token}'"),
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "parse error at line {}, column {}: ",
+            self.line, self.column
+        )?;
+        match &self.message {
+            Some(m) => write!(f, "{m}")?,
+            None => write!(f, "expected {}, found {}", self.expected, self.found)?,
+        }
+        // The statement's line holding the error, and a caret under the position.
+        let at = self.statement_offset.min(self.statement.len());
+        let (before, after) = self.statement.split_at(at);
+        let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+        let line_end = after.find('\n').map_or(self.statement.len(), |p| at + p);
+        let line = self.statement[line_start..line_end].trim_end_matches('\r');
+        let caret: String = before[line_start..]
+            .chars()
+            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .collect();
+        write!(f, "\n  {line}\n  {caret}^")
+    }
+}
+
+impl std::error::Error for ParseError {}

@@ -1,0 +1,456 @@
+//! SELECT and DUMP TABLE: column selectors, WHERE predicates and scan options.
+
+use nom::branch::alt;
+
+use super::token::{PErr, PResult, fail, failure, kw, list1, name, number, opt_eq, p, string, ws};
+use crate::ast::{
+    CellInterval, CellKey, ColumnPredicate, ColumnRef, ColumnSelector, Columns, DumpTable,
+    Predicate, RelOp, RowInterval, Select, SelectOptions, Statement, Timestamp, TimestampPredicate,
+};
+
+/// Whether `c` may appear in an unquoted qualifier (`tag:good`, `cf:a.b-c`).
+pub fn is_qualifier_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "_.-+*@$%&?/|".contains(c)
+}
+
+/// A qualifier: quoted, or unquoted characters (possibly none).
+fn qualifier(i: &str) -> PResult<'_, String> {
+    if i.starts_with(['\'', '"']) {
+        return string(i);
+    }
+    let end = i.find(|c| !is_qualifier_char(c)).unwrap_or(i.len());
+    Ok((&i[end..], i[..end].to_string()))
+}
+
+/// `/regex/` with `\/` for a slash; other backslashes are kept.
+fn regex_literal(input: &str) -> PResult<'_, String> {
+    let i = ws(input);
+    let Some(body) = i.strip_prefix('/') else {
+        return fail(i, || "'/regex/'".to_string());
+    };
+    let mut out = String::new();
+    let mut chars = body.char_indices();
+    while let Some((pos, c)) = chars.next() {
+        match c {
+            '/' => return Ok((&body[pos + 1..], out)),
+            '\\' => match chars.next() {
+                Some((_, '/')) => out.push('/'),
+                Some((_, e)) => {
+                    out.push('\\');
+                    out.push(e);
+                }
+                None => break,
+            },
+            c => out.push(c),
+        }
+    }
+    failure(i, "unterminated regular expression")
+}
+
+/// `family` or `family:qualifier`; a quoted `"family:qualifier"` is split at its colon.
+pub fn column_ref(i: &str) -> PResult<'_, ColumnRef> {
+    let (i, family) = name("column family name")(i)?;
+    if let Some(rest) = i.strip_prefix(':') {
+        let (i, q) = qualifier(rest)?;
+        return Ok((
+            i,
+            ColumnRef {
+                family,
+                qualifier: Some(q),
+            },
+        ));
+    }
+    Ok((i, ColumnRef::split(&family)))
+}
+
+fn column_selector(i: &str) -> PResult<'_, ColumnSelector> {
+    let (i, family) = name("column family name")(i)?;
+    let Some(rest) = i.strip_prefix(':') else {
+        return Ok((
+            i,
+            match ColumnRef::split(&family) {
+                ColumnRef {
+                    family,
+                    qualifier: Some(qualifier),
+                } => ColumnSelector::Qualifier { family, qualifier },
+                ColumnRef { family, .. } => ColumnSelector::Family(family),
+            },
+        ));
+    };
+    if let Some(rest) = rest.strip_prefix('^') {
+        let (i, prefix) = qualifier(rest)?;
+        return Ok((i, ColumnSelector::QualifierPrefix { family, prefix }));
+    }
+    if rest.starts_with('/') {
+        let (i, regex) = regex_literal(rest)?;
+        return Ok((i, ColumnSelector::QualifierRegex { family, regex }));
+    }
+    let (i, qualifier) = qualifier(rest)?;
+    Ok((i, ColumnSelector::Qualifier { family, qualifier }))
+}
+
+/// `*` or a list of column selectors.
+fn columns(i: &str) -> PResult<'_, Columns> {
+    if let Ok((i, ())) = p("*")(i) {
+        return Ok((i, Columns::All));
+    }
+    let (i, list) = list1(column_selector)(i)?;
+    Ok((i, Columns::List(list)))
+}
+
+/// A relational operator, longest match first.
+pub fn relop(i: &str) -> PResult<'_, RelOp> {
+    let at = ws(i);
+    for (sym, op) in [
+        ("=^", RelOp::StartsWith),
+        ("==", RelOp::Eq),
+        ("<=", RelOp::Le),
+        (">=", RelOp::Ge),
+        ("=", RelOp::Eq),
+        ("<", RelOp::Lt),
+        (">", RelOp::Gt),
+    ] {
+        if let Some(rest) = at.strip_prefix(sym) {
+            return Ok((rest, op));
+        }
+    }
+    fail(at, || "comparison operator".to_string())
+}
+
+/// A timestamp: a quoted date-time or an integer of nanoseconds.
+pub fn timestamp(i: &str) -> PResult<'_, Timestamp> {
+    let at = ws(i);
+    if at.starts_with(['\'', '"']) {
+        let (i, s) = string(at)?;
+        return Ok((i, Timestamp::new(s)));
+    }
+    let end = at
+        .char_indices()
+        .find(|&(n, c)| !(c.is_ascii_digit() || (n == 0 && c == '-')))
+        .map_or(at.len(), |(n, _)| n);
+    if end == 0 || !at[..end].bytes().any(|b| b.is_ascii_digit()) {
+        return fail(at, || "timestamp".to_string());
+    }
+    Ok((&at[end..], Timestamp::new(&at[..end])))
+}
+
+/// `[before relop]`, `op`, value.
+type Interval<T> = (Option<(T, RelOp)>, RelOp, T);
+
+/// `[before relop] <keyword> op value` where `value` is parsed by `operand`.
+fn interval<'a, T>(
+    keyword: &'static str,
+    operand: impl Fn(&'a str) -> PResult<'a, T>,
+) -> impl Fn(&'a str) -> PResult<'a, Interval<T>> {
+    move |i| {
+        let (i, before) = match operand(i) {
+            Ok((i, v)) => {
+                let (i, op) = relop(i)?;
+                (i, Some((v, op)))
+            }
+            Err(nom::Err::Error(_)) => (i, None),
+            Err(e) => return Err(e),
+        };
+        let (i, ()) = kw(keyword)(i)?;
+        let (i, op) = relop(i)?;
+        let (i, v) = operand(i)?;
+        Ok((i, (before, op, v)))
+    }
+}
+
+fn row_interval(i: &str) -> PResult<'_, RowInterval> {
+    let (i, (before, op, key)) = interval("ROW", string)(i)?;
+    Ok((i, RowInterval { before, op, key }))
+}
+
+fn cell_key(i: &str) -> PResult<'_, CellKey> {
+    let (i, row) = string(i)?;
+    let (i, ()) = p(",")(i)?;
+    let (i, column) = string(i)?;
+    Ok((i, CellKey { row, column }))
+}
+
+fn cell_interval(i: &str) -> PResult<'_, CellInterval> {
+    let (i, (before, op, cell)) = interval("CELL", cell_key)(i)?;
+    Ok((i, CellInterval { before, op, cell }))
+}
+
+fn column_predicate(i: &str) -> PResult<'_, ColumnPredicate> {
+    if let Ok((i, ())) = kw("REGEXP")(i) {
+        let (i, ()) = p("(")(i)?;
+        let (i, column) = column_ref(i)?;
+        let (i, ()) = p(",")(i)?;
+        let (i, regex) = string(i)?;
+        let (i, ()) = p(")")(i)?;
+        return Ok((i, ColumnPredicate::ValueRegexp { column, regex }));
+    }
+    if let Ok((i, ())) = kw("EXISTS")(i) {
+        let (i, ()) = p("(")(i)?;
+        let (i, column) = column_ref(i)?;
+        let (i, ()) = p(")")(i)?;
+        return Ok((i, ColumnPredicate::Exists(column)));
+    }
+    let (i, column) = column_ref(i)?;
+    if let Ok((i, ())) = p("=~")(i) {
+        let (i, regex) = alt((regex_literal, string))(i)?;
+        return Ok((i, ColumnPredicate::ValueRegexp { column, regex }));
+    }
+    if let Ok((i, ())) = p("=^")(i) {
+        let (i, prefix) = string(i)?;
+        return Ok((i, ColumnPredicate::ValuePrefix { column, prefix }));
+    }
+    let (i, ()) = p("=")(i)?;
+    let (i, value) = string(i)?;
+    Ok((i, ColumnPredicate::ValueEquals { column, value }))
+}
+
+/// `item (OR item)*`.
+fn or_list<'a, T>(
+    item: impl Fn(&'a str) -> PResult<'a, T>,
+) -> impl Fn(&'a str) -> PResult<'a, Vec<T>> {
+    move |i| {
+        let (mut i, first) = item(i)?;
+        let mut out = vec![first];
+        while let Ok((rest, ())) = kw("OR")(i) {
+            let (rest, v) = item(rest)?;
+            out.push(v);
+            i = rest;
+        }
+        Ok((i, out))
+    }
+}
+
+fn parenthesised<'a, T>(
+    item: impl Fn(&'a str) -> PResult<'a, T>,
+) -> impl Fn(&'a str) -> PResult<'a, Vec<T>> {
+    let list = or_list(item);
+    move |i| {
+        let (i, ()) = p("(")(i)?;
+        let (i, v) = list(i)?;
+        let (i, ()) = p(")")(i)?;
+        Ok((i, v))
+    }
+}
+
+fn predicate(i: &str) -> PResult<'_, Predicate> {
+    alt((
+        |i| parenthesised(row_interval)(i).map(|(i, v)| (i, Predicate::Row(v))),
+        |i| parenthesised(cell_interval)(i).map(|(i, v)| (i, Predicate::Cell(v))),
+        |i| parenthesised(column_predicate)(i).map(|(i, v)| (i, Predicate::Columns(v))),
+        |i| {
+            let (i, ()) = kw("ROW")(i)?;
+            let (i, ()) = kw("REGEXP")(i)?;
+            let (i, re) = string(i)?;
+            Ok((i, Predicate::RowRegexp(re)))
+        },
+        |i| {
+            let (i, ()) = kw("VALUE")(i)?;
+            let (i, ()) = kw("REGEXP")(i)?;
+            let (i, re) = string(i)?;
+            Ok((i, Predicate::ValueRegexp(re)))
+        },
+        |i| row_interval(i).map(|(i, v)| (i, Predicate::Row(vec![v]))),
+        |i| cell_interval(i).map(|(i, v)| (i, Predicate::Cell(vec![v]))),
+        |i| {
+            let (i, ()) = p("(")(i)?;
+            let (i, (before, op, ts)) = interval("TIMESTAMP", timestamp)(i)?;
+            let (i, ()) = p(")")(i)?;
+            Ok((
+                i,
+                Predicate::Timestamp(TimestampPredicate { before, op, ts }),
+            ))
+        },
+        |i| {
+            let (i, (before, op, ts)) = interval("TIMESTAMP", timestamp)(i)?;
+            Ok((
+                i,
+                Predicate::Timestamp(TimestampPredicate { before, op, ts }),
+            ))
+        },
+        |i| or_list(column_predicate)(i).map(|(i, v)| (i, Predicate::Columns(v))),
+    ))(i)
+}
+
+/// `[WHERE predicate (AND predicate)*]`.
+pub fn where_clause(i: &str) -> PResult<'_, Vec<Predicate>> {
+    let Ok((mut i, ())) = kw("WHERE")(i) else {
+        return Ok((i, Vec::new()));
+    };
+    let mut out: Vec<Predicate> = Vec::new();
+    loop {
+        let at = ws(i);
+        let (rest, pred) = predicate(at)?;
+        if matches!(pred, Predicate::Timestamp(_))
+            && out.iter().any(|p| matches!(p, Predicate::Timestamp(_)))
+        {
+            return failure(at, "only one TIMESTAMP predicate is allowed");
+        }
+        out.push(pred);
+        i = rest;
+        match kw("AND")(i) {
+            Ok((rest, ())) => i = rest,
+            Err(_) => return Ok((i, out)),
+        }
+    }
+}
+
+/// Sets an option that may be given once.
+fn once<T>(slot: &mut Option<T>, v: T, at: &str, kwd: &str) -> Result<(), nom::Err<PErr>> {
+    if slot.replace(v).is_some() {
+        return failure::<()>(at, format!("Multiple specifications of {kwd} option")).map(|_| ());
+    }
+    Ok(())
+}
+
+/// Sets the first flag whose keyword (or alias) is at `at`, advancing `i` past it.
+pub fn set_flag<'a, 'b>(
+    at: &'a str,
+    flags: impl IntoIterator<Item = (&'static [&'static str], &'b mut bool)>,
+    i: &mut &'a str,
+) -> bool {
+    for (words, slot) in flags {
+        for w in words {
+            if let Ok((rest, ())) = kw(w)(at) {
+                *slot = true;
+                *i = rest;
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// `INTO FILE name`.
+fn into_file(i: &str) -> PResult<'_, String> {
+    let (i, ()) = kw("INTO")(i)?;
+    let (i, ()) = kw("FILE")(i)?;
+    name("file name")(i)
+}
+
+/// `FS [=] 'c'`.
+fn field_separator(i: &str) -> PResult<'_, String> {
+    let (i, ()) = kw("FS")(i)?;
+    string(opt_eq(i))
+}
+
+fn select_options(mut i: &str) -> PResult<'_, SelectOptions> {
+    let mut o = SelectOptions::default();
+    loop {
+        let at = ws(i);
+        let numeric: [(&str, &mut Option<u64>); 5] = [
+            ("LIMIT", &mut o.limit),
+            ("OFFSET", &mut o.offset),
+            ("CELL_LIMIT", &mut o.cell_limit),
+            ("CELL_OFFSET", &mut o.cell_offset),
+            ("CELL_LIMIT_PER_FAMILY", &mut o.cell_limit_per_family),
+        ];
+        let mut matched = false;
+        for (word, slot) in numeric {
+            if let Ok((rest, ())) = kw(word)(at) {
+                let (rest, n) = number(opt_eq(rest))?;
+                once(slot, n, at, word)?;
+                i = rest;
+                matched = true;
+                break;
+            }
+        }
+        if matched {
+            if o.offset.is_some() && o.cell_offset.is_some() {
+                return failure(at, "OFFSET and CELL_OFFSET cannot be combined");
+            }
+            continue;
+        }
+        if let Ok((rest, ())) = alt((kw("MAX_VERSIONS"), kw("REVS")))(at) {
+            let (rest, n) = number(opt_eq(rest))?;
+            once(&mut o.max_versions, n, at, "MAX_VERSIONS")?;
+            i = rest;
+            continue;
+        }
+        if let Ok((rest, f)) = into_file(at) {
+            once(&mut o.into_file, f, at, "INTO FILE")?;
+            i = rest;
+            continue;
+        }
+        if let Ok((rest, fs)) = field_separator(at) {
+            once(&mut o.field_separator, fs, at, "FS")?;
+            i = rest;
+            continue;
+        }
+        let flags: [(&[&str], &mut bool); 7] = [
+            (&["DISPLAY_TIMESTAMPS"], &mut o.display_timestamps),
+            (&["DISPLAY_REVISIONS"], &mut o.display_revisions),
+            (&["KEYS_ONLY"], &mut o.keys_only),
+            (&["NO_ESCAPE", "NOESCAPE"], &mut o.no_escape),
+            (&["RETURN_DELETES"], &mut o.return_deletes),
+            (&["NO_CACHE"], &mut o.no_cache),
+            (&["SCAN_AND_FILTER_ROWS"], &mut o.scan_and_filter_rows),
+        ];
+        let found = set_flag(at, flags, &mut i);
+        if !found {
+            return Ok((i, o));
+        }
+    }
+}
+
+/// After `SELECT`.
+pub fn select(i: &str) -> PResult<'_, Statement> {
+    // `CELLS` is the modifier unless it is the only column (`SELECT cells FROM t`).
+    let (i, cells) = match kw("CELLS")(i) {
+        Ok((rest, ())) if kw("FROM")(rest).is_err() => (rest, true),
+        _ => (i, false),
+    };
+    let (i, columns) = columns(i)?;
+    let (i, ()) = kw("FROM")(i)?;
+    let (i, table) = name("table name")(i)?;
+    let (i, predicates) = where_clause(i)?;
+    let (i, options) = select_options(i)?;
+    Ok((
+        i,
+        Statement::Select(Select {
+            cells,
+            columns,
+            table,
+            predicates,
+            options,
+        }),
+    ))
+}
+
+/// After `DUMP TABLE`.
+pub fn dump_table(i: &str) -> PResult<'_, Statement> {
+    let (i, table) = name("table name")(i)?;
+    let (i, cols) = match kw("COLUMNS")(i) {
+        Ok((i, ())) => columns(i)?,
+        Err(_) => (i, Columns::All),
+    };
+    let (mut i, predicates) = where_clause(i)?;
+    let mut d = DumpTable {
+        table,
+        columns: cols,
+        predicates,
+        ..DumpTable::default()
+    };
+    loop {
+        let at = ws(i);
+        if let Ok((rest, ())) = alt((kw("MAX_VERSIONS"), kw("REVS")))(at) {
+            let (rest, n) = number(opt_eq(rest))?;
+            once(&mut d.max_versions, n, at, "MAX_VERSIONS")?;
+            i = rest;
+        } else if let Ok((rest, ())) = kw("BUCKETS")(at) {
+            let (rest, n) = number(opt_eq(rest))?;
+            once(&mut d.buckets, n, at, "BUCKETS")?;
+            i = rest;
+        } else if let Ok((rest, f)) = into_file(at) {
+            once(&mut d.into_file, f, at, "INTO FILE")?;
+            i = rest;
+        } else if let Ok((rest, ())) = kw("NO_TIMESTAMPS")(at) {
+            d.no_timestamps = true;
+            i = rest;
+        } else if let Ok((rest, fs)) = field_separator(at) {
+            once(&mut d.field_separator, fs, at, "FS")?;
+            i = rest;
+        } else {
+            return Ok((i, Statement::DumpTable(d)));
+        }
+    }
+}

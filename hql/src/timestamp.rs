@@ -1,0 +1,113 @@
+//! Timestamp text to nanoseconds since the epoch (UTC), for the forms HQL accepts.
+
+/// Nanoseconds since 1970-01-01 00:00:00 UTC for `YYYY-MM-DD HH:MM:SS[.ns]`,
+/// `YYYY-MM-DD HH:MM`, `YYYY-MM-DD`, `YYYY`, or a plain (optionally negative) integer of
+/// nanoseconds. `None` for anything else or a value outside i64.
+pub fn parse_nanos(text: &str) -> Option<i64> {
+    let t = text.trim();
+    if let Some(n) = plain_integer(t) {
+        return Some(n);
+    }
+    let (date, time) = match t.split_once([' ', 'T']) {
+        Some((d, rest)) => (d, Some(rest.trim_start())),
+        None => (t, None),
+    };
+    let mut parts = date.split('-');
+    let year = digits(parts.next()?, 4, 4)?;
+    let month = parts.next().map_or(Some(1), |m| digits(m, 1, 2))?;
+    let day = parts.next().map_or(Some(1), |d| digits(d, 1, 2))?;
+    if parts.next().is_some() || !(1..=12).contains(&month) {
+        return None;
+    }
+    if day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    let (mut hour, mut minute, mut second, mut nanos) = (0, 0, 0, 0);
+    if let Some(time) = time {
+        let (hms, frac) = match time.split_once('.') {
+            Some((hms, frac)) => (hms, Some(frac)),
+            None => (time, None),
+        };
+        let mut f = hms.split(':');
+        hour = digits(f.next()?, 1, 2)?;
+        minute = digits(f.next()?, 1, 2)?;
+        second = f.next().map_or(Some(0), |s| digits(s, 1, 2))?;
+        if f.next().is_some() || hour > 23 || minute > 59 || second > 60 {
+            return None;
+        }
+        if let Some(frac) = frac {
+            nanos = digits(frac, 1, 9)?;
+        }
+    }
+    let days = days_from_civil(year, month, day);
+    let secs = days * 86_400 + hour * 3_600 + minute * 60 + second;
+    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+fn plain_integer(t: &str) -> Option<i64> {
+    let digits_part = t.strip_prefix('-').unwrap_or(t);
+    if digits_part.is_empty() || !digits_part.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // A bare four-digit number is a year, as in Hypertable's date grammar.
+    if t.len() == 4 && !t.starts_with('-') {
+        return None;
+    }
+    t.parse().ok()
+}
+
+fn digits(s: &str, min: usize, max: usize) -> Option<i64> {
+    if s.len() < min || s.len() > max || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn is_leap(y: i64) -> bool {
+    (y % 4 == 0 && y % 100 != 0) || y % 400 == 0
+}
+
+fn days_in_month(y: i64, m: i64) -> i64 {
+    match m {
+        2 if is_leap(y) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 (Howard Hinnant's algorithm).
+fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_nanos;
+
+    #[test]
+    fn forms() {
+        assert_eq!(parse_nanos("1970-01-01 00:00:00"), Some(0));
+        assert_eq!(parse_nanos("1970-01-01 00:00:01.5"), Some(1_000_000_005));
+        assert_eq!(
+            parse_nanos("2008-01-01 00:00:00"),
+            Some(1_199_145_600_000_000_000)
+        );
+        assert_eq!(parse_nanos("2008-01-01"), Some(1_199_145_600_000_000_000));
+        assert_eq!(parse_nanos("2008"), Some(1_199_145_600_000_000_000));
+        assert_eq!(parse_nanos("12345"), Some(12345));
+        assert_eq!(parse_nanos("2008-02-30"), None);
+        assert_eq!(parse_nanos("2008-13-01"), None);
+        assert_eq!(parse_nanos("yesterday"), None);
+        assert_eq!(
+            parse_nanos("2000-02-29 23:59:59"),
+            Some(951_868_799_000_000_000)
+        );
+    }
+}

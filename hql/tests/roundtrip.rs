@@ -1,0 +1,810 @@
+//! Property tests: random ASTs print to HQL that parses back to the same AST, and random input
+//! never panics the parser.
+
+use std::time::Duration;
+
+use hql::ast::*;
+use hql::{parse_bloom_text, parse_script, parse_statement};
+use proptest::collection::vec;
+use proptest::option;
+use proptest::prelude::*;
+
+/// Names and strings: plain identifiers, keywords, and text with quotes, escapes and unicode.
+fn text() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => "[a-zA-Z_][a-zA-Z0-9_]{0,8}",
+        1 => Just("select".to_string()),
+        1 => Just("ROW".to_string()),
+        1 => "[a-z]{1,4}[-./][a-z0-9]{1,4}",
+        2 => "[ -~]{0,10}",
+        1 => "[a-z\\\\'\"\n\t\r\0;#:/^]{0,8}",
+        1 => "\\PC{0,6}",
+    ]
+}
+
+fn nonempty_text() -> impl Strategy<Value = String> {
+    text().prop_filter("non-empty", |s| !s.is_empty())
+}
+
+/// A family name: anything without a colon (a colon splits family from qualifier).
+fn family() -> impl Strategy<Value = String> {
+    nonempty_text().prop_filter("no colon", |s| !s.contains(':'))
+}
+
+fn timestamp() -> impl Strategy<Value = Timestamp> {
+    prop_oneof![
+        (
+            1970i32..2100,
+            1u32..13,
+            1u32..29,
+            0u32..24,
+            0u32..60,
+            0u32..60,
+            option::of(0u32..1_000_000_000)
+        )
+            .prop_map(|(y, mo, d, h, mi, s, ns)| {
+                let mut t = format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}");
+                if let Some(ns) = ns {
+                    t.push_str(&format!(".{ns:09}"));
+                }
+                t
+            }),
+        (0i64..i64::MAX).prop_map(|n| n.to_string()),
+        text(),
+    ]
+    .prop_map(Timestamp::new)
+}
+
+fn relop() -> impl Strategy<Value = RelOp> {
+    prop_oneof![
+        Just(RelOp::Eq),
+        Just(RelOp::Lt),
+        Just(RelOp::Le),
+        Just(RelOp::Gt),
+        Just(RelOp::Ge),
+        Just(RelOp::StartsWith),
+    ]
+}
+
+fn ttl() -> impl Strategy<Value = Ttl> {
+    (
+        "[0-9]{1,4}(\\.[0-9]{1,2})?",
+        option::of(prop_oneof![
+            Just(TimeUnit::Seconds),
+            Just(TimeUnit::Minutes),
+            Just(TimeUnit::Hours),
+            Just(TimeUnit::Days),
+            Just(TimeUnit::Weeks),
+            Just(TimeUnit::Months),
+        ]),
+    )
+        .prop_map(|(amount, unit)| Ttl { amount, unit })
+}
+
+fn column_options() -> impl Strategy<Value = ColumnOptions> {
+    (
+        option::of(any::<u32>()),
+        option::of(ttl()),
+        option::of(prop_oneof![Just(TimeOrder::Asc), Just(TimeOrder::Desc)]),
+        option::of(any::<bool>()),
+    )
+        .prop_map(|(max_versions, ttl, time_order, counter)| {
+            let mut o = ColumnOptions {
+                max_versions,
+                ttl,
+                time_order,
+                counter,
+            };
+            if o.counter == Some(true) {
+                o.max_versions = None;
+                if o.time_order == Some(TimeOrder::Desc) {
+                    o.time_order = None;
+                }
+            }
+            o
+        })
+}
+
+fn compressor() -> impl Strategy<Value = CompressorSpec> {
+    prop_oneof![
+        Just(("lz4", Codec::Lz4)),
+        Just(("none", Codec::None)),
+        Just(("zlib --best", Codec::Zlib)),
+        Just(("bmz --fp-len 19", Codec::Bmz)),
+        Just(("LZO", Codec::Lzo)),
+        Just(("quicklz", Codec::Quicklz)),
+        Just(("snappy", Codec::Snappy)),
+    ]
+    .prop_map(|(t, codec)| CompressorSpec {
+        text: t.to_string(),
+        codec,
+    })
+}
+
+fn bloom() -> impl Strategy<Value = BloomFilterOption> {
+    (
+        prop_oneof![Just("rows"), Just("rows+cols"), Just("none")],
+        option::of(prop_oneof![Just("0.01"), Just("0.5"), Just("1e-3")]),
+        option::of(1u32..20),
+        option::of(1u32..10),
+    )
+        .prop_map(|(mode, fp, bits, hashes)| {
+            let mut t = mode.to_string();
+            if let Some(fp) = fp {
+                t.push_str(&format!(" --false-positive {fp}"));
+            }
+            if let Some(b) = bits {
+                t.push_str(&format!(" --bits-per-item {b}"));
+            }
+            if let Some(h) = hashes {
+                t.push_str(&format!(" --num-hashes {h}"));
+            }
+            parse_bloom_text(&t).expect("generated bloom filter text is valid")
+        })
+}
+
+fn group_options() -> impl Strategy<Value = AccessGroupOptions> {
+    (
+        option::of(any::<bool>()),
+        option::of(any::<u32>()),
+        option::of(any::<u16>()),
+        option::of(compressor()),
+        option::of(bloom()),
+        column_options(),
+    )
+        .prop_map(
+            |(in_memory, blocksize, replication, compressor, bloom_filter, column_defaults)| {
+                AccessGroupOptions {
+                    in_memory,
+                    blocksize,
+                    replication,
+                    compressor,
+                    bloom_filter,
+                    column_defaults,
+                }
+            },
+        )
+}
+
+fn table_options() -> impl Strategy<Value = TableOptions> {
+    (
+        group_options(),
+        option::of(any::<u32>()),
+        option::of(prop_oneof![
+            Just(Durability::None),
+            Just(Durability::Log),
+            Just(Durability::Flush),
+            Just(Durability::Sync),
+        ]),
+    )
+        .prop_map(
+            |(group_defaults, group_commit_interval_ms, durability)| TableOptions {
+                group_defaults,
+                group_commit_interval_ms,
+                durability,
+            },
+        )
+}
+
+fn definition() -> impl Strategy<Value = Definition> {
+    prop_oneof![
+        3 => (nonempty_text(), column_options())
+            .prop_map(|(name, options)| Definition::Family(FamilyDef { name, options })),
+        1 => nonempty_text().prop_map(Definition::Index),
+        1 => nonempty_text().prop_map(Definition::QualifierIndex),
+        1 => (nonempty_text(), vec(nonempty_text(), 0..3), group_options()).prop_map(
+            |(name, families, options)| Definition::AccessGroup(AccessGroupDef {
+                name,
+                families,
+                options
+            })
+        ),
+    ]
+}
+
+fn column_ref() -> impl Strategy<Value = ColumnRef> {
+    (family(), option::of(text())).prop_map(|(family, qualifier)| ColumnRef { family, qualifier })
+}
+
+fn column_selector() -> impl Strategy<Value = ColumnSelector> {
+    prop_oneof![
+        family().prop_map(ColumnSelector::Family),
+        (family(), text())
+            .prop_map(|(family, qualifier)| ColumnSelector::Qualifier { family, qualifier }),
+        (family(), text())
+            .prop_map(|(family, prefix)| ColumnSelector::QualifierPrefix { family, prefix }),
+        (family(), "[a-z0-9.*^$/+|()\\[\\]]{0,8}")
+            .prop_map(|(family, regex)| ColumnSelector::QualifierRegex { family, regex }),
+    ]
+}
+
+fn columns() -> impl Strategy<Value = Columns> {
+    prop_oneof![
+        Just(Columns::All),
+        vec(column_selector(), 1..4).prop_map(Columns::List),
+    ]
+}
+
+fn cell_key() -> impl Strategy<Value = CellKey> {
+    (text(), text()).prop_map(|(row, column)| CellKey { row, column })
+}
+
+fn column_predicate() -> impl Strategy<Value = ColumnPredicate> {
+    prop_oneof![
+        (column_ref(), text())
+            .prop_map(|(column, value)| ColumnPredicate::ValueEquals { column, value }),
+        (column_ref(), text())
+            .prop_map(|(column, prefix)| ColumnPredicate::ValuePrefix { column, prefix }),
+        (column_ref(), text())
+            .prop_map(|(column, regex)| ColumnPredicate::ValueRegexp { column, regex }),
+        column_ref().prop_map(ColumnPredicate::Exists),
+    ]
+}
+
+/// Predicates other than TIMESTAMP (at most one of those is allowed, added separately).
+fn predicate() -> impl Strategy<Value = Predicate> {
+    prop_oneof![
+        vec(
+            (option::of((text(), relop())), relop(), text())
+                .prop_map(|(before, op, key)| RowInterval { before, op, key }),
+            1..4
+        )
+        .prop_map(Predicate::Row),
+        text().prop_map(Predicate::RowRegexp),
+        vec(
+            (option::of((cell_key(), relop())), relop(), cell_key())
+                .prop_map(|(before, op, cell)| CellInterval { before, op, cell }),
+            1..3
+        )
+        .prop_map(Predicate::Cell),
+        text().prop_map(Predicate::ValueRegexp),
+        vec(column_predicate(), 1..4).prop_map(Predicate::Columns),
+    ]
+}
+
+fn predicates() -> impl Strategy<Value = Vec<Predicate>> {
+    (
+        vec(predicate(), 0..4),
+        option::of((option::of((timestamp(), relop())), relop(), timestamp())),
+        any::<prop::sample::Index>(),
+    )
+        .prop_map(|(mut preds, ts, at)| {
+            if let Some((before, op, ts)) = ts {
+                let pos = at.index(preds.len() + 1);
+                preds.insert(
+                    pos,
+                    Predicate::Timestamp(TimestampPredicate { before, op, ts }),
+                );
+            }
+            preds
+        })
+}
+
+fn select_options() -> impl Strategy<Value = SelectOptions> {
+    (
+        (
+            option::of(any::<u32>()),
+            option::of(any::<u64>()),
+            option::of(any::<u64>()),
+            option::of(any::<u64>()),
+            option::of(any::<u64>()),
+            option::of(any::<u64>()),
+        ),
+        option::of(text()),
+        vec(any::<bool>(), 7),
+        option::of(text()),
+    )
+        .prop_map(|((mv, limit, offset, cl, co, clpf), into_file, f, fs)| {
+            SelectOptions {
+                max_versions: mv,
+                limit,
+                offset,
+                cell_limit: cl,
+                // OFFSET and CELL_OFFSET exclude each other.
+                cell_offset: if offset.is_some() { None } else { co },
+                cell_limit_per_family: clpf,
+                into_file,
+                display_timestamps: f[0],
+                display_revisions: f[1],
+                keys_only: f[2],
+                no_escape: f[3],
+                return_deletes: f[4],
+                no_cache: f[5],
+                scan_and_filter_rows: f[6],
+                field_separator: fs,
+            }
+        })
+}
+
+fn select() -> impl Strategy<Value = Statement> {
+    (
+        any::<bool>(),
+        columns(),
+        nonempty_text(),
+        predicates(),
+        select_options(),
+    )
+        .prop_map(|(cells, columns, table, predicates, options)| {
+            Statement::Select(Select {
+                cells,
+                columns,
+                table,
+                predicates,
+                options,
+            })
+        })
+}
+
+fn cell_value() -> impl Strategy<Value = CellValue> {
+    prop_oneof![
+        4 => text().prop_map(CellValue::Literal),
+        1 => Just(CellValue::Guid),
+    ]
+}
+
+fn insert() -> impl Strategy<Value = Statement> {
+    (
+        nonempty_text(),
+        vec(
+            (
+                option::of(timestamp()),
+                cell_value(),
+                column_ref(),
+                cell_value(),
+            )
+                .prop_map(|(timestamp, row, column, value)| InsertValue {
+                    timestamp,
+                    row,
+                    column,
+                    value,
+                }),
+            1..4,
+        ),
+    )
+        .prop_map(|(table, values)| Statement::Insert(Insert { table, values }))
+}
+
+fn delete() -> impl Strategy<Value = Statement> {
+    (
+        prop_oneof![
+            Just(DeleteColumns::All),
+            vec(column_ref(), 1..4).prop_map(DeleteColumns::List)
+        ],
+        nonempty_text(),
+        text(),
+        option::of(prop_oneof![
+            timestamp().prop_map(DeleteTime::Timestamp),
+            timestamp().prop_map(DeleteTime::Version),
+        ]),
+    )
+        .prop_map(|(columns, table, row, time)| {
+            Statement::Delete(Delete {
+                columns,
+                table,
+                row,
+                time,
+            })
+        })
+}
+
+fn row_key_column() -> impl Strategy<Value = RowKeyColumn> {
+    prop_oneof![
+        nonempty_text()
+            .prop_filter("no %", |s| !s.starts_with('%'))
+            .prop_map(|name| RowKeyColumn { name, format: None }),
+        (
+            "[a-z_][a-z0-9_]{0,6}",
+            1u32..40,
+            prop_oneof![
+                Just(Justify::RightZero),
+                Just(Justify::RightSpace),
+                Just(Justify::LeftSpace)
+            ]
+        )
+            .prop_map(|(name, width, justify)| RowKeyColumn {
+                name,
+                format: Some(KeyFormat { width, justify }),
+            }),
+    ]
+}
+
+fn load_data() -> impl Strategy<Value = Statement> {
+    (
+        (
+            vec(row_key_column(), 0..3),
+            option::of(nonempty_text()),
+            option::of(text()),
+            option::of(0u32..22),
+            vec(any::<bool>(), 5),
+            option::of(text()),
+        ),
+        prop_oneof![
+            Just(DataSource::Stdin),
+            text()
+                .prop_filter("not stdin", |s| s != "-")
+                .prop_map(DataSource::File)
+        ],
+        prop_oneof![
+            nonempty_text().prop_map(LoadTarget::Table),
+            text().prop_map(LoadTarget::File)
+        ],
+    )
+        .prop_map(|((keys, ts, header, uniq, f, fs), source, target)| {
+            Statement::LoadData(LoadData {
+                options: LoadOptions {
+                    row_key_columns: keys,
+                    timestamp_column: ts,
+                    header_file: header,
+                    row_uniquify_chars: uniq,
+                    duplicate_key_columns: f[0],
+                    ignore_unknown_columns: f[1],
+                    single_cell_format: f[2],
+                    no_escape: f[3],
+                    field_separator: fs,
+                    no_log: f[4],
+                },
+                source,
+                target,
+            })
+        })
+}
+
+fn dump_table() -> impl Strategy<Value = Statement> {
+    (
+        nonempty_text(),
+        columns(),
+        predicates(),
+        option::of(any::<u32>()),
+        option::of(any::<u32>()),
+        option::of(text()),
+        any::<bool>(),
+        option::of(text()),
+    )
+        .prop_map(
+            |(table, columns, predicates, max_versions, buckets, into_file, no_ts, fs)| {
+                Statement::DumpTable(DumpTable {
+                    table,
+                    columns,
+                    predicates,
+                    max_versions,
+                    buckets,
+                    into_file,
+                    no_timestamps: no_ts,
+                    field_separator: fs,
+                })
+            },
+        )
+}
+
+fn create_table() -> impl Strategy<Value = Statement> {
+    (
+        nonempty_text(),
+        any::<bool>(),
+        prop_oneof![
+            1 => nonempty_text().prop_map(CreateTableBody::Like),
+            4 => (vec(definition(), 0..5), table_options()).prop_map(|(definitions, options)| {
+                CreateTableBody::Definitions {
+                    definitions,
+                    options,
+                }
+            }),
+        ],
+    )
+        .prop_map(|(name, if_not_exists, body)| {
+            Statement::CreateTable(CreateTable {
+                name,
+                if_not_exists,
+                body,
+            })
+        })
+}
+
+fn alter_table() -> impl Strategy<Value = Statement> {
+    let action = prop_oneof![
+        vec(definition(), 0..3).prop_map(AlterAction::Add),
+        vec(definition(), 0..3).prop_map(AlterAction::Modify),
+        vec(nonempty_text(), 1..3).prop_map(AlterAction::Drop),
+        vec(nonempty_text(), 1..3).prop_map(AlterAction::DropIndex),
+        vec(nonempty_text(), 1..3).prop_map(AlterAction::DropQualifierIndex),
+        (nonempty_text(), nonempty_text())
+            .prop_map(|(from, to)| AlterAction::RenameColumnFamily { from, to }),
+    ];
+    (nonempty_text(), vec(action, 1..4))
+        .prop_map(|(table, actions)| Statement::AlterTable(AlterTable { table, actions }))
+}
+
+fn admin() -> impl Strategy<Value = Statement> {
+    let range_type = prop_oneof![
+        Just(RangeType::All),
+        Just(RangeType::Root),
+        Just(RangeType::Metadata),
+        Just(RangeType::System),
+        Just(RangeType::User),
+    ];
+    let kind = option::of(prop_oneof![
+        Just(CompactionType::Minor),
+        Just(CompactionType::Major),
+        Just(CompactionType::Merging),
+        Just(CompactionType::Gc),
+    ]);
+    prop_oneof![
+        (nonempty_text(), any::<bool>()).prop_map(|(name, if_not_exists)| {
+            Statement::CreateNamespace {
+                name,
+                if_not_exists,
+            }
+        }),
+        (nonempty_text(), any::<bool>())
+            .prop_map(|(name, if_exists)| Statement::DropNamespace { name, if_exists }),
+        nonempty_text().prop_map(Statement::Use),
+        Just(Statement::GetListing),
+        Just(Statement::ShowTables),
+        nonempty_text().prop_map(Statement::ShowCreateTable),
+        (nonempty_text(), any::<bool>())
+            .prop_map(|(table, with_ids)| Statement::DescribeTable { table, with_ids }),
+        (nonempty_text(), nonempty_text())
+            .prop_map(|(from, to)| Statement::RenameTable { from, to }),
+        (nonempty_text(), any::<bool>())
+            .prop_map(|(table, if_exists)| Statement::DropTable { table, if_exists }),
+        nonempty_text().prop_map(Statement::ExistsTable),
+        (kind.clone(), nonempty_text(), option::of(text())).prop_map(|(kind, table, row)| {
+            Statement::Compact(Compact {
+                kind,
+                target: CompactTarget::Table { table, row },
+            })
+        }),
+        (kind, vec(range_type, 1..4)).prop_map(|(kind, types)| {
+            Statement::Compact(Compact {
+                kind,
+                target: CompactTarget::Ranges(types),
+            })
+        }),
+        Just(Statement::WaitForMaintenance),
+        option::of(nonempty_text()).prop_map(|algorithm| Statement::Balance { algorithm }),
+        Just(Statement::Status),
+        vec(
+            (
+                nonempty_text(),
+                prop_oneof![text(), "[0-9]{1,4}(\\.[0-9]{1,3})?"]
+            )
+                .prop_map(|(name, value)| SetVariable { name, value }),
+            1..3
+        )
+        .prop_map(Statement::Set),
+        Just(Statement::Shutdown),
+    ]
+}
+
+fn shell() -> impl Strategy<Value = Statement> {
+    prop_oneof![
+        option::of("[a-z]{1,6}( [a-z]{1,6}){0,2}").prop_map(Statement::Help),
+        Just(Statement::Quit),
+        text().prop_map(Statement::Source),
+        Just(Statement::Clear),
+        option::of(text()).prop_map(Statement::Print),
+        (0u64..100_000, 0u32..1_000_000_000)
+            .prop_map(|(s, n)| Statement::Pause(Duration::new(s, n))),
+    ]
+}
+
+fn statement() -> impl Strategy<Value = Statement> {
+    prop_oneof![
+        select(),
+        insert(),
+        delete(),
+        load_data(),
+        dump_table(),
+        create_table(),
+        alter_table(),
+        admin(),
+        shell(),
+    ]
+}
+
+fn check_roundtrip(stmt: &Statement) -> Result<(), TestCaseError> {
+    let printed = stmt.to_string();
+    match parse_statement(&printed) {
+        Ok(back) => prop_assert_eq!(&back, stmt, "printed as:\n{}", printed),
+        Err(e) => prop_assert!(
+            false,
+            "{:?} printed as\n{}\ndoes not parse:\n{}",
+            stmt,
+            printed,
+            e
+        ),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(400))]
+
+    #[test]
+    fn select_roundtrips(s in select()) { check_roundtrip(&s)?; }
+
+    #[test]
+    fn insert_roundtrips(s in insert()) { check_roundtrip(&s)?; }
+
+    #[test]
+    fn delete_roundtrips(s in delete()) { check_roundtrip(&s)?; }
+
+    #[test]
+    fn load_data_roundtrips(s in load_data()) { check_roundtrip(&s)?; }
+
+    #[test]
+    fn dump_table_roundtrips(s in dump_table()) { check_roundtrip(&s)?; }
+
+    #[test]
+    fn create_table_roundtrips(s in create_table()) { check_roundtrip(&s)?; }
+
+    #[test]
+    fn alter_table_roundtrips(s in alter_table()) { check_roundtrip(&s)?; }
+
+    #[test]
+    fn admin_roundtrips(s in admin()) { check_roundtrip(&s)?; }
+
+    #[test]
+    fn shell_roundtrips(s in shell()) { check_roundtrip(&s)?; }
+
+    /// A script of printed statements parses back to the same statements, and each span
+    /// holds that statement's text.
+    #[test]
+    fn scripts_roundtrip(stmts in vec(statement(), 0..6)) {
+        let mut script = String::from("# generated\n");
+        for s in &stmts {
+            script.push_str(&s.to_string());
+            script.push_str(";\n\n");
+        }
+        let parsed = parse_script(&script).map_err(|e| TestCaseError::fail(format!("{script}\n{e}")))?;
+        prop_assert_eq!(parsed.len(), stmts.len());
+        for ((got, span), want) in parsed.iter().zip(&stmts) {
+            prop_assert_eq!(got, want);
+            prop_assert_eq!(&script[span.clone()], format!("{want};"));
+        }
+    }
+}
+
+/// HQL-like token soup, to reach deep into the grammar.
+fn token_soup() -> impl Strategy<Value = String> {
+    let token = prop_oneof![
+        prop::sample::select(vec![
+            "SELECT",
+            "CELLS",
+            "*",
+            "FROM",
+            "WHERE",
+            "ROW",
+            "CELL",
+            "TIMESTAMP",
+            "VALUE",
+            "REGEXP",
+            "AND",
+            "OR",
+            "(",
+            ")",
+            ",",
+            ";",
+            "=",
+            "<",
+            "<=",
+            ">",
+            ">=",
+            "=^",
+            "=~",
+            "LIMIT",
+            "OFFSET",
+            "CELL_OFFSET",
+            "REVS",
+            "INTO",
+            "FILE",
+            "FS",
+            "CREATE",
+            "TABLE",
+            "ACCESS",
+            "GROUP",
+            "INDEX",
+            "QUALIFIER",
+            "MAX_VERSIONS",
+            "TTL",
+            "DAYS",
+            "TIME_ORDER",
+            "DESC",
+            "COUNTER",
+            "IN_MEMORY",
+            "BLOCKSIZE",
+            "COMPRESSOR",
+            "BLOOMFILTER",
+            "INSERT",
+            "VALUES",
+            "GUID",
+            "()",
+            "DELETE",
+            "VERSION",
+            "LOAD",
+            "DATA",
+            "INFILE",
+            "ROW_KEY_COLUMN",
+            "+",
+            "%09",
+            "ALTER",
+            "ADD",
+            "DROP",
+            "MODIFY",
+            "RENAME",
+            "COLUMN",
+            "FAMILY",
+            "DUMP",
+            "COLUMNS",
+            "COMPACT",
+            "TYPE",
+            "RANGES",
+            "|",
+            "SET",
+            "help",
+            "pause",
+            "source",
+            "#",
+            "\n",
+            "a",
+            "b:q",
+            "c:^p",
+            "d:/x/",
+            "'r'",
+            "\"v\"",
+            "'2008-01-01 00:00:00'",
+            "42",
+            "1.5",
+            "\"",
+            "'",
+            "\\",
+            "EXISTS",
+            "IF",
+            "NOT",
+            "NAMESPACE",
+            "USE",
+            "/a/b",
+        ])
+        .prop_map(str::to_string),
+        "\\PC{1,3}",
+    ];
+    vec(token, 0..25).prop_map(|t| t.join(" "))
+}
+
+fn check_no_panic(input: &str) -> Result<(), TestCaseError> {
+    match parse_statement(input) {
+        Ok(s) => check_roundtrip(&s)?,
+        Err(e) => {
+            prop_assert!(e.line >= 1 && e.column >= 1);
+            let _ = e.to_string();
+        }
+    }
+    if let Err(e) = parse_script(input) {
+        let _ = e.to_string();
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn random_strings_never_panic(input in "\\PC{0,60}") {
+        check_no_panic(&input)?;
+    }
+
+    #[test]
+    fn token_soup_never_panics(input in token_soup()) {
+        check_no_panic(&input)?;
+    }
+
+    /// Every prefix of a valid statement fails (or succeeds) without panicking.
+    #[test]
+    fn prefixes_never_panic(s in statement(), cut in any::<prop::sample::Index>()) {
+        let text = s.to_string();
+        let mut n = cut.index(text.len() + 1);
+        while !text.is_char_boundary(n) {
+            n -= 1;
+        }
+        check_no_panic(&text[..n])?;
+    }
+}
