@@ -3,9 +3,13 @@
 //! Nothing in here does I/O; every other crate depends on this one.
 
 pub mod key;
+pub mod mutation;
+pub mod scan_spec;
 pub mod schema;
 
 pub use key::{Cell, CellFlag, Key, KeyRef};
+pub use mutation::Mutation;
+pub use scan_spec::ScanSpec;
 pub use schema::{
     AccessGroupSpec, BloomFilterMode, BloomFilterSpec, Compressor, Durability, FamilySpec,
     SchemaError, TableSchema, TimeOrder,

@@ -104,70 +104,10 @@ impl std::fmt::Debug for EngineOptions {
     }
 }
 
-/// One cell to write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mutation {
-    pub row: Vec<u8>,
-    /// Family id; ignored (0) for `DeleteRow`.
-    pub family: u8,
-    pub qualifier: Vec<u8>,
-    /// `None`: the server assigns one (the cell's revision).
-    pub timestamp: Option<i64>,
-    pub flag: CellFlag,
-    pub value: Vec<u8>,
-}
-
-impl Mutation {
-    /// An insert with a server-assigned timestamp.
-    pub fn insert(
-        row: impl Into<Vec<u8>>,
-        family: u8,
-        qualifier: impl Into<Vec<u8>>,
-        value: impl Into<Vec<u8>>,
-    ) -> Self {
-        Self {
-            row: row.into(),
-            family,
-            qualifier: qualifier.into(),
-            timestamp: None,
-            flag: CellFlag::Insert,
-            value: value.into(),
-        }
-    }
-
-    /// A delete of the given kind.
-    pub fn delete(
-        flag: CellFlag,
-        row: impl Into<Vec<u8>>,
-        family: u8,
-        qualifier: impl Into<Vec<u8>>,
-        timestamp: Option<i64>,
-    ) -> Self {
-        Self {
-            row: row.into(),
-            family: if flag == CellFlag::DeleteRow {
-                0
-            } else {
-                family
-            },
-            qualifier: if matches!(flag, CellFlag::DeleteRow | CellFlag::DeleteColumnFamily) {
-                Vec::new()
-            } else {
-                qualifier.into()
-            },
-            timestamp,
-            flag,
-            value: Vec::new(),
-        }
-    }
-}
+pub use common::Mutation;
 
 /// A cell returned by a scan.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ScanCell {
-    pub key: key::Key,
-    pub value: Vec<u8>,
-}
+pub type ScanCell = common::Cell;
 
 /// Which compaction to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -805,6 +745,32 @@ impl Engine {
         }
         inner.log.purge(maintenance::purge_point(inner))?;
         Ok(())
+    }
+
+    /// Sets and deletes attributes of the engine's meta log in one durable, atomic record: a
+    /// small key/value store for the layer above (namespaces, id counters).
+    pub fn update_attrs(&self, puts: Vec<(String, String)>, deletes: Vec<String>) -> Result<()> {
+        self.check_open()?;
+        let mut ops: Vec<MetaOp> = puts
+            .into_iter()
+            .map(|(k, v)| MetaOp::PutAttr(k, v))
+            .collect();
+        ops.extend(deletes.into_iter().map(MetaOp::DeleteAttr));
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.inner.meta.lock().write(ops)
+    }
+
+    /// The attributes whose keys start with `prefix`, in key order.
+    pub fn attrs(&self, prefix: &str) -> Vec<(String, String)> {
+        let meta = self.inner.meta.lock();
+        meta.state()
+            .attrs
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
     }
 
     /// The schemas of all tables.

@@ -56,6 +56,10 @@ pub enum MetaOp {
     NextRangeId(u64),
     /// Closes a snapshot; a file without it (other than file 0) is ignored.
     SnapshotEnd,
+    /// Sets an attribute: a small key/value store for the layer that embeds the engine
+    /// (namespace names, id counters).
+    PutAttr(String, String),
+    DeleteAttr(String),
 }
 
 /// The state the meta log describes.
@@ -64,6 +68,7 @@ pub struct MetaState {
     pub tables: BTreeMap<u32, TableSchema>,
     pub ranges: BTreeMap<u64, RangeRecord>,
     pub next_range_id: u64,
+    pub attrs: BTreeMap<String, String>,
 }
 
 impl MetaState {
@@ -85,6 +90,12 @@ impl MetaState {
             }
             MetaOp::NextRangeId(n) => self.next_range_id = self.next_range_id.max(*n),
             MetaOp::SnapshotEnd => {}
+            MetaOp::PutAttr(k, v) => {
+                self.attrs.insert(k.clone(), v.clone());
+            }
+            MetaOp::DeleteAttr(k) => {
+                self.attrs.remove(k);
+            }
         }
     }
 
@@ -97,6 +108,11 @@ impl MetaState {
             .collect();
         ops.extend(self.ranges.values().cloned().map(MetaOp::PutRange));
         ops.push(MetaOp::NextRangeId(self.next_range_id));
+        ops.extend(
+            self.attrs
+                .iter()
+                .map(|(k, v)| MetaOp::PutAttr(k.clone(), v.clone())),
+        );
         ops
     }
 }

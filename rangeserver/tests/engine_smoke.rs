@@ -209,3 +209,32 @@ fn one_row_scan_reads_few_blocks() {
         e.stats().block_cache_misses
     );
 }
+
+#[test]
+fn attributes_persist_atomically() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(
+        fs.clone(),
+        "/ht",
+        EngineOptions::default(),
+        rt.handle().clone(),
+    )
+    .unwrap();
+    e.update_attrs(
+        vec![
+            ("ns:/a".into(), "1".into()),
+            ("ns:/a/b".into(), "2".into()),
+            ("other".into(), "x".into()),
+        ],
+        vec![],
+    )
+    .unwrap();
+    e.update_attrs(vec![], vec!["ns:/a/b".into()]).unwrap();
+    e.close().unwrap();
+    drop(e);
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    assert_eq!(e.attrs("ns:"), vec![("ns:/a".to_string(), "1".to_string())]);
+    assert_eq!(e.attrs("").len(), 2);
+}

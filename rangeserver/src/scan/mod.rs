@@ -1,7 +1,10 @@
 //! Scanning: the request ([`spec::ScanSpec`]), the per-access-group visibility rules
 //! ([`visible::VisibleCells`]) and the query's own predicates and limits ([`SpecFilter`]).
 
-pub mod spec;
+/// The scan request types, defined in `common` so clients and servers share them.
+pub mod spec {
+    pub use common::scan_spec::*;
+}
 pub mod visible;
 
 use std::ops::Bound;
