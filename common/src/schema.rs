@@ -99,6 +99,10 @@ pub struct AccessGroupSpec {
     /// Target uncompressed size of a cell-store data block.
     pub blocksize_bytes: u32,
     pub compressor: Compressor,
+    /// The compressor name as given in HQL when ht maps it to another codec (bmz, zlib, ...),
+    /// so SHOW CREATE TABLE can say so; `None` when it is the codec used.
+    #[serde(default)]
+    pub compressor_requested: Option<String>,
     pub bloom_filter: BloomFilterSpec,
     pub replication: Option<u16>,
 }
@@ -111,6 +115,7 @@ impl AccessGroupSpec {
             in_memory: false,
             blocksize_bytes: 64 * 1024,
             compressor: Compressor::Lz4,
+            compressor_requested: None,
             bloom_filter: BloomFilterSpec::default(),
             replication: None,
         }
@@ -132,6 +137,12 @@ pub struct FamilySpec {
     pub counter: bool,
     /// Dropped by ALTER TABLE: its cells are no longer returned and compactions drop them.
     pub deleted: bool,
+    /// HQL `INDEX family`: a value index is kept.
+    #[serde(default)]
+    pub value_index: bool,
+    /// HQL `QUALIFIER INDEX family`: a qualifier index is kept.
+    #[serde(default)]
+    pub qualifier_index: bool,
 }
 
 impl FamilySpec {
@@ -146,6 +157,8 @@ impl FamilySpec {
             time_order: TimeOrder::Asc,
             counter: false,
             deleted: false,
+            value_index: false,
+            qualifier_index: false,
         }
     }
 }

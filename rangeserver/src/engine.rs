@@ -773,6 +773,17 @@ impl Engine {
             .collect()
     }
 
+    /// One attribute.
+    pub fn attr(&self, key: &str) -> Option<String> {
+        self.inner.meta.lock().state().attrs.get(key).cloned()
+    }
+
+    /// Deletes cell stores that compactions replaced and nothing uses any more.
+    pub fn collect_garbage(&self) -> Result<()> {
+        self.check_open()?;
+        maintenance::collect_garbage(&self.inner)
+    }
+
     /// The schemas of all tables.
     pub fn tables(&self) -> Vec<TableSchema> {
         let mut v: Vec<TableSchema> = self

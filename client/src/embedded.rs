@@ -1,0 +1,469 @@
+//! The embedded database: the [`Client`] interface over an engine in this process, on a data
+//! directory of the local file system. Namespaces are kept as attributes of the engine's meta
+//! log (`ns:<path>`), tables as engine schemas named by their full path.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::TableSchema;
+use dfs_broker::LocalFs;
+use parking_lot::{Mutex, RwLock};
+use rangeserver::engine::{self, Engine, EngineOptions};
+
+use crate::{
+    Cell, Client, ClientError, CompactionKind, ListingEntry, Mutation, Result, ScanSpec,
+    TableMutator, TableScanner, normalize_path, split_path,
+};
+
+const NAMESPACE_PREFIX: &str = "ns:";
+const NEXT_TABLE_ID: &str = "next_table_id";
+
+/// Settings of the embedded database.
+#[derive(Debug, Clone)]
+pub struct EmbeddedOptions {
+    pub engine: EngineOptions,
+    /// A mutator sends its buffer once it holds this many cells...
+    pub mutator_buffer_cells: usize,
+    /// ... or this many bytes of rows, qualifiers and values.
+    pub mutator_buffer_bytes: usize,
+}
+
+impl Default for EmbeddedOptions {
+    fn default() -> Self {
+        Self {
+            engine: EngineOptions::default(),
+            mutator_buffer_cells: 10_000,
+            mutator_buffer_bytes: 4 << 20,
+        }
+    }
+}
+
+/// A database in this process. Dropping it closes it.
+pub struct EmbeddedClient {
+    engine: Engine,
+    opts: EmbeddedOptions,
+    /// Table path -> id.
+    names: RwLock<HashMap<String, u32>>,
+    /// Serialises namespace and table changes.
+    ddl: Mutex<()>,
+    // Declared last: dropped after the engine, whose files it drives.
+    _rt: tokio::runtime::Runtime,
+}
+
+impl std::fmt::Debug for EmbeddedClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "EmbeddedClient({:?})", self.engine)
+    }
+}
+
+impl EmbeddedClient {
+    /// Opens (creating) the database in `data_dir`.
+    pub fn open(data_dir: impl AsRef<Path>, opts: EmbeddedOptions) -> Result<Self> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("ht-embedded-io")
+            .enable_all()
+            .build()
+            .map_err(|e| ClientError::Storage {
+                kind: common::ErrorKind::Internal,
+                message: format!("cannot start the I/O runtime: {e}"),
+            })?;
+        let fs = LocalFs::new(data_dir.as_ref()).map_err(|e| ClientError::Storage {
+            kind: e.kind(),
+            message: e.to_string(),
+        })?;
+        let engine = Engine::open(
+            Arc::new(fs),
+            "/ht",
+            opts.engine.clone(),
+            rt.handle().clone(),
+        )?;
+        let names = engine
+            .tables()
+            .into_iter()
+            .map(|s| (s.name.clone(), s.id))
+            .collect();
+        Ok(Self {
+            engine,
+            opts,
+            names: RwLock::new(names),
+            ddl: Mutex::new(()),
+            _rt: rt,
+        })
+    }
+
+    /// The engine underneath (for tools and benchmarks).
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+
+    fn table_id(&self, path: &str) -> Result<u32> {
+        let p = normalize_path(path)?;
+        self.names
+            .read()
+            .get(&p)
+            .copied()
+            .ok_or(ClientError::TableNotFound(p))
+    }
+
+    fn ns_exists(&self, path: &str) -> bool {
+        path == "/"
+            || self
+                .engine
+                .attr(&format!("{NAMESPACE_PREFIX}{path}"))
+                .is_some()
+    }
+
+    fn check_name_free(&self, path: &str) -> Result<()> {
+        if self.names.read().contains_key(path) {
+            return Err(ClientError::TableExists(path.to_string()));
+        }
+        if self.ns_exists(path) {
+            return Err(ClientError::NamespaceExists(path.to_string()));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for EmbeddedClient {
+    fn drop(&mut self) {
+        if let Err(e) = self.engine.close() {
+            tracing::warn!(error = %e, "closing the embedded database failed");
+        }
+    }
+}
+
+fn check_component(name: &str) -> Result<()> {
+    if name.is_empty() || name.contains(['/', '\0']) {
+        return Err(ClientError::InvalidInput(format!("bad name '{name}'")));
+    }
+    Ok(())
+}
+
+impl Client for EmbeddedClient {
+    fn create_namespace(&self, path: &str) -> Result<()> {
+        let _g = self.ddl.lock();
+        let (parent, name) = split_path(path)?;
+        check_component(&name)?;
+        let path = normalize_path(path)?;
+        if !self.ns_exists(&parent) {
+            return Err(ClientError::NamespaceNotFound(parent));
+        }
+        self.check_name_free(&path)?;
+        self.engine.update_attrs(
+            vec![(format!("{NAMESPACE_PREFIX}{path}"), String::new())],
+            vec![],
+        )?;
+        Ok(())
+    }
+
+    fn drop_namespace(&self, path: &str) -> Result<()> {
+        let _g = self.ddl.lock();
+        let path = normalize_path(path)?;
+        if path == "/" {
+            return Err(ClientError::InvalidInput(
+                "the root namespace cannot be dropped".into(),
+            ));
+        }
+        if !self.ns_exists(&path) {
+            return Err(ClientError::NamespaceNotFound(path));
+        }
+        if !self.listing(&path)?.is_empty() {
+            return Err(ClientError::NamespaceNotEmpty(path));
+        }
+        self.engine
+            .update_attrs(vec![], vec![format!("{NAMESPACE_PREFIX}{path}")])?;
+        Ok(())
+    }
+
+    fn namespace_exists(&self, path: &str) -> Result<bool> {
+        Ok(self.ns_exists(&normalize_path(path)?))
+    }
+
+    fn listing(&self, path: &str) -> Result<Vec<ListingEntry>> {
+        let path = normalize_path(path)?;
+        if !self.ns_exists(&path) {
+            return Err(ClientError::NamespaceNotFound(path));
+        }
+        let prefix = if path == "/" {
+            "/".to_string()
+        } else {
+            format!("{path}/")
+        };
+        let child = |full: &str| -> Option<String> {
+            let rest = full.strip_prefix(&prefix)?;
+            (!rest.is_empty() && !rest.contains('/')).then(|| rest.to_string())
+        };
+        let mut out: Vec<ListingEntry> = self
+            .engine
+            .attrs(&format!("{NAMESPACE_PREFIX}{prefix}"))
+            .into_iter()
+            .filter_map(|(k, _)| child(&k[NAMESPACE_PREFIX.len()..]))
+            .map(|name| ListingEntry {
+                name,
+                is_namespace: true,
+            })
+            .collect();
+        out.extend(
+            self.names
+                .read()
+                .keys()
+                .filter_map(|t| child(t))
+                .map(|name| ListingEntry {
+                    name,
+                    is_namespace: false,
+                }),
+        );
+        out.sort();
+        Ok(out)
+    }
+
+    fn create_table(&self, path: &str, mut schema: TableSchema) -> Result<TableSchema> {
+        let _g = self.ddl.lock();
+        let (parent, name) = split_path(path)?;
+        check_component(&name)?;
+        let path = normalize_path(path)?;
+        if !self.ns_exists(&parent) {
+            return Err(ClientError::NamespaceNotFound(parent));
+        }
+        self.check_name_free(&path)?;
+        let next: u32 = self
+            .engine
+            .attr(NEXT_TABLE_ID)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1);
+        // Ids are never reused: the counter moves on before the table exists.
+        self.engine
+            .update_attrs(vec![(NEXT_TABLE_ID.into(), (next + 1).to_string())], vec![])?;
+        schema.id = next;
+        schema.name = path.clone();
+        self.engine.create_table(schema.clone())?;
+        self.names.write().insert(path, next);
+        Ok(schema)
+    }
+
+    fn table_schema(&self, path: &str) -> Result<TableSchema> {
+        Ok(self.engine.schema(self.table_id(path)?)?)
+    }
+
+    fn table_exists(&self, path: &str) -> Result<bool> {
+        Ok(self.names.read().contains_key(&normalize_path(path)?))
+    }
+
+    fn alter_table(&self, path: &str, mut schema: TableSchema) -> Result<TableSchema> {
+        let _g = self.ddl.lock();
+        let id = self.table_id(path)?;
+        let old = self.engine.schema(id)?;
+        schema.id = id;
+        schema.name = old.name;
+        schema.generation = old.generation + 1;
+        self.engine.alter_table(schema.clone())?;
+        Ok(schema)
+    }
+
+    fn rename_table(&self, from: &str, to: &str) -> Result<()> {
+        let _g = self.ddl.lock();
+        let id = self.table_id(from)?;
+        let (parent, name) = split_path(to)?;
+        check_component(&name)?;
+        let to = normalize_path(to)?;
+        if !self.ns_exists(&parent) {
+            return Err(ClientError::NamespaceNotFound(parent));
+        }
+        self.check_name_free(&to)?;
+        let mut schema = self.engine.schema(id)?;
+        let from = schema.name.clone();
+        schema.name = to.clone();
+        self.engine.alter_table(schema)?;
+        let mut names = self.names.write();
+        names.remove(&from);
+        names.insert(to, id);
+        Ok(())
+    }
+
+    fn drop_table(&self, path: &str) -> Result<()> {
+        let _g = self.ddl.lock();
+        let id = self.table_id(path)?;
+        self.engine.drop_table(id)?;
+        self.names.write().remove(&normalize_path(path)?);
+        Ok(())
+    }
+
+    fn mutator(&self, table: &str) -> Result<Box<dyn TableMutator>> {
+        Ok(Box::new(EmbeddedMutator {
+            engine: self.engine.clone(),
+            table_id: self.table_id(table)?,
+            buf: Vec::new(),
+            buf_bytes: 0,
+            limit_cells: self.opts.mutator_buffer_cells.max(1),
+            limit_bytes: self.opts.mutator_buffer_bytes.max(1),
+            flushed: 0,
+        }))
+    }
+
+    fn scanner(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn TableScanner>> {
+        let inner = self.engine.scan(self.table_id(table)?, &spec)?;
+        Ok(Box::new(EmbeddedScanner { inner }))
+    }
+
+    fn compact(&self, table: Option<&str>, kind: CompactionKind) -> Result<()> {
+        let id = table.map(|t| self.table_id(t)).transpose()?;
+        let kind = match kind {
+            CompactionKind::Minor => engine::CompactionKind::Minor,
+            CompactionKind::Merging => engine::CompactionKind::Merging,
+            CompactionKind::Major => engine::CompactionKind::Major,
+            CompactionKind::Gc => {
+                self.engine.collect_garbage()?;
+                return Ok(());
+            }
+        };
+        self.engine.compact(id, kind)?;
+        Ok(())
+    }
+
+    fn wait_for_maintenance(&self) -> Result<()> {
+        self.engine.wait_for_maintenance();
+        Ok(())
+    }
+
+    fn status(&self) -> Result<Vec<(String, String)>> {
+        let s = self.engine.stats();
+        Ok(vec![
+            ("mode".into(), "embedded".into()),
+            ("tables".into(), self.names.read().len().to_string()),
+            ("ranges".into(), s.ranges.to_string()),
+            ("cell_stores".into(), s.stores.to_string()),
+            ("cell_cache_bytes".into(), s.cache_bytes.to_string()),
+            ("minor_compactions".into(), s.minor_compactions.to_string()),
+            (
+                "merging_compactions".into(),
+                s.merging_compactions.to_string(),
+            ),
+            ("major_compactions".into(), s.major_compactions.to_string()),
+            ("splits".into(), s.splits.to_string()),
+            ("block_cache_hits".into(), s.block_cache_hits.to_string()),
+            (
+                "block_cache_misses".into(),
+                s.block_cache_misses.to_string(),
+            ),
+        ])
+    }
+
+    fn close(&self) -> Result<()> {
+        Ok(self.engine.close()?)
+    }
+}
+
+struct EmbeddedMutator {
+    engine: Engine,
+    table_id: u32,
+    buf: Vec<Mutation>,
+    buf_bytes: usize,
+    limit_cells: usize,
+    limit_bytes: usize,
+    flushed: u64,
+}
+
+impl TableMutator for EmbeddedMutator {
+    fn set(&mut self, m: Mutation) -> Result<()> {
+        self.buf_bytes += m.row.len() + m.qualifier.len() + m.value.len() + 32;
+        self.buf.push(m);
+        if self.buf.len() >= self.limit_cells || self.buf_bytes >= self.limit_bytes {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        self.engine.apply(self.table_id, &self.buf)?;
+        self.flushed += self.buf.len() as u64;
+        self.buf.clear();
+        self.buf_bytes = 0;
+        Ok(())
+    }
+
+    fn cells_flushed(&self) -> u64 {
+        self.flushed
+    }
+}
+
+struct EmbeddedScanner {
+    inner: engine::TableScanner,
+}
+
+impl TableScanner for EmbeddedScanner {
+    fn next_cell(&mut self) -> Result<Option<Cell>> {
+        Ok(self.inner.next_cell()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema() -> TableSchema {
+        let mut s = TableSchema::new(0, "");
+        s.add_family("a");
+        s
+    }
+
+    #[test]
+    fn namespaces_tables_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let c = EmbeddedClient::open(dir.path(), EmbeddedOptions::default()).unwrap();
+            c.create_namespace("/n").unwrap();
+            c.create_namespace("/n/m").unwrap();
+            assert!(matches!(
+                c.create_namespace("/x/y"),
+                Err(ClientError::NamespaceNotFound(_))
+            ));
+            assert!(matches!(
+                c.create_namespace("/n"),
+                Err(ClientError::NamespaceExists(_))
+            ));
+            let s = c.create_table("/n/t", schema()).unwrap();
+            assert_eq!((s.id, s.name.as_str()), (1, "/n/t"));
+            assert!(matches!(
+                c.create_table("/n/t", schema()),
+                Err(ClientError::TableExists(_))
+            ));
+            let mut m = c.mutator("/n/t").unwrap();
+            m.set(Mutation::insert("r1", 1, "", "v1")).unwrap();
+            m.flush().unwrap();
+            assert_eq!(m.cells_flushed(), 1);
+            assert!(matches!(
+                c.drop_namespace("/n"),
+                Err(ClientError::NamespaceNotEmpty(_))
+            ));
+            c.rename_table("/n/t", "/n/m/u").unwrap();
+            assert!(!c.table_exists("/n/t").unwrap());
+            assert_eq!(
+                c.listing("/n").unwrap(),
+                vec![ListingEntry {
+                    name: "m".into(),
+                    is_namespace: true
+                }]
+            );
+        }
+        let c = EmbeddedClient::open(dir.path(), EmbeddedOptions::default()).unwrap();
+        assert!(c.namespace_exists("/n/m").unwrap());
+        let mut sc = c.scanner("/n/m/u", ScanSpec::default()).unwrap();
+        let cell = sc.next_cell().unwrap().unwrap();
+        assert_eq!(
+            (cell.key.row.as_slice(), cell.value.as_slice()),
+            (&b"r1"[..], &b"v1"[..])
+        );
+        assert!(sc.next_cell().unwrap().is_none());
+        c.drop_table("/n/m/u").unwrap();
+        c.drop_namespace("/n/m").unwrap();
+        c.drop_namespace("/n").unwrap();
+        assert!(c.listing("/").unwrap().is_empty());
+        // Ids are not reused.
+        assert_eq!(c.create_table("/t2", schema()).unwrap().id, 2);
+    }
+}
