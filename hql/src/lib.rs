@@ -6,6 +6,7 @@
 
 pub mod ast;
 mod error;
+pub mod load;
 mod parser;
 mod print;
 mod timestamp;
