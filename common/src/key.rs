@@ -286,6 +286,35 @@ pub fn set_timestamp(enc: &mut [u8], timestamp: i64) {
     enc[n - 16..n - 8].copy_from_slice(&desc_i64(timestamp));
 }
 
+/// Compares two byte strings as `<[u8]>::cmp` does, eight bytes at a time inline: encoded keys
+/// are short, and a `memcmp` call per comparison dominated scans.
+#[inline]
+pub fn bytes_cmp(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_be_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+        let y = u64::from_be_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if x != y {
+            return x.cmp(&y);
+        }
+        i += 8;
+    }
+    while i < n {
+        if a[i] != b[i] {
+            return a[i].cmp(&b[i]);
+        }
+        i += 1;
+    }
+    a.len().cmp(&b.len())
+}
+
+/// Equality of two byte strings, eight bytes at a time inline (see [`bytes_cmp`]).
+#[inline]
+pub fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && bytes_cmp(a, b) == std::cmp::Ordering::Equal
+}
+
 /// A validated view of an encoded key; field access without copying.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct KeyRef<'a> {
@@ -511,6 +540,15 @@ mod tests {
             if let Ok(r) = KeyRef::from_trusted(&bytes) {
                 let _ = (r.row(), r.qualifier(), r.family(), r.timestamp(), r.revision());
             }
+        }
+
+        #[test]
+        fn bytes_cmp_is_slice_cmp(a in proptest::collection::vec(any::<u8>(), 0..40), b in proptest::collection::vec(any::<u8>(), 0..40)) {
+            prop_assert_eq!(bytes_cmp(&a, &b), a.cmp(&b));
+            prop_assert_eq!(bytes_eq(&a, &b), a == b);
+            let mut c = a.clone();
+            c.extend_from_slice(&b);
+            prop_assert_eq!(bytes_cmp(&a, &c), a.cmp(&c));
         }
 
         #[test]

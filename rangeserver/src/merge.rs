@@ -1,5 +1,7 @@
 //! Merging several sorted cursors into one, and clamping a cursor to a key interval.
 
+use common::key::bytes_cmp;
+
 use crate::error::Result;
 use crate::iter::CellIter;
 
@@ -19,18 +21,31 @@ impl<I: CellIter> MergeIter<I> {
         }
     }
 
-    fn pick(&mut self) {
+    /// Finds the child with the smallest key. A later child standing on the same key as an
+    /// earlier one is moved past it, so each key is returned once.
+    fn pick(&mut self) -> Result<()> {
         let mut best: Option<usize> = None;
-        for (i, c) in self.children.iter().enumerate() {
-            if !c.valid() {
-                continue;
+        for i in 0..self.children.len() {
+            loop {
+                if !self.children[i].valid() {
+                    break;
+                }
+                let Some(b) = best else {
+                    best = Some(i);
+                    break;
+                };
+                match bytes_cmp(self.children[b].key(), self.children[i].key()) {
+                    std::cmp::Ordering::Less => break,
+                    std::cmp::Ordering::Greater => {
+                        best = Some(i);
+                        break;
+                    }
+                    std::cmp::Ordering::Equal => self.children[i].next()?,
+                }
             }
-            best = match best {
-                Some(b) if self.children[b].key() <= c.key() => Some(b),
-                _ => Some(i),
-            };
         }
         self.current = best;
+        Ok(())
     }
 }
 
@@ -39,8 +54,7 @@ impl<I: CellIter> CellIter for MergeIter<I> {
         for c in &mut self.children {
             c.seek(key)?;
         }
-        self.pick();
-        Ok(())
+        self.pick()
     }
 
     fn valid(&self) -> bool {
@@ -59,20 +73,14 @@ impl<I: CellIter> CellIter for MergeIter<I> {
         let Some(cur) = self.current else {
             return Ok(());
         };
-        if self.children.len() > 1 {
-            // Skip duplicates of the current key in the other children.
-            let (before, rest) = self.children.split_at_mut(cur);
-            let (this, after) = rest.split_first_mut().expect("cur in range");
-            let key = this.key();
-            for c in before.iter_mut().chain(after.iter_mut()) {
-                if c.valid() && c.key() == key {
-                    c.next()?;
-                }
-            }
-        }
+        // Duplicates of the current key in later children were skipped by `pick`, and no
+        // earlier child can stand on it (it would have been chosen).
         self.children[cur].next()?;
-        self.pick();
-        Ok(())
+        if self.children.len() == 1 {
+            self.current = self.children[0].valid().then_some(0);
+            return Ok(());
+        }
+        self.pick()
     }
 }
 
@@ -100,7 +108,7 @@ impl<I: CellIter> CellIter for BoundedIter<I> {
     fn valid(&self) -> bool {
         self.inner.valid()
             && match &self.hi {
-                Some(hi) => self.inner.key() < hi.as_slice(),
+                Some(hi) => bytes_cmp(self.inner.key(), hi).is_lt(),
                 None => true,
             }
     }

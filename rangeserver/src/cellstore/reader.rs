@@ -109,6 +109,14 @@ impl CellStore {
         &self.trailer
     }
 
+    /// Like [`CellStore::may_contain_row`] for a row already encoded as `key::row_start(row)`.
+    pub fn may_contain_row_prefix(&self, row_start: &[u8]) -> bool {
+        match &self.bloom {
+            None => true,
+            Some(b) => b.may_contain(row_start),
+        }
+    }
+
     /// False only if the bloom filter proves the row absent (true when there is no filter).
     pub fn may_contain_row(&self, row: &[u8]) -> bool {
         match &self.bloom {

@@ -13,7 +13,7 @@ use common::key::{self, KeyRef};
 
 use crate::error::{Error, Result};
 use crate::iter::CellIter;
-use spec::{CellInterval, CellPos, RowInterval, ScanSpec};
+use spec::{CellInterval, RowInterval, ScanSpec};
 
 /// One interval of a scan, with the key to seek to at its start.
 #[derive(Debug, Clone)]
@@ -38,22 +38,19 @@ impl Interval {
         }
     }
 
-    /// True if the cell lies beyond the end of the interval.
-    fn is_past_end(&self, k: &KeyRef<'_>) -> bool {
+    /// The encoded key at or after which a cell lies beyond the end of the interval.
+    fn end_key(&self) -> Option<Vec<u8>> {
         match self {
-            Self::Rows(r) => r.is_past_end(&k.row()),
-            Self::Cells(c) => {
-                let pos = CellPos {
-                    row: k.row().into_owned(),
-                    family: k.family(),
-                    qualifier: k.qualifier().into_owned(),
-                };
-                match &c.end {
-                    Bound::Included(e) => pos > *e,
-                    Bound::Excluded(e) => pos >= *e,
-                    Bound::Unbounded => false,
-                }
-            }
+            Self::Rows(r) => match &r.end {
+                Bound::Included(e) => Some(key::row_end(e)),
+                Bound::Excluded(e) => Some(key::row_start(e)),
+                Bound::Unbounded => None,
+            },
+            Self::Cells(c) => match &c.end {
+                Bound::Included(p) => Some(key::cell_end(&p.row, p.family, &p.qualifier)),
+                Bound::Excluded(p) => Some(key::cell_start(&p.row, p.family, &p.qualifier)),
+                Bound::Unbounded => None,
+            },
         }
     }
 }
@@ -61,10 +58,12 @@ impl Interval {
 /// Applies a scan's intervals, regexes and limits to a cursor of visible cells.
 pub struct SpecFilter<I: CellIter> {
     src: I,
-    /// Intervals with their start keys, in start-key order.
-    intervals: Vec<(Vec<u8>, Interval)>,
+    /// Intervals as (start key, end key), in start-key order: bounds compared bytewise with
+    /// encoded keys, so no key is decoded to test them.
+    intervals: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     next_interval: usize,
-    current: Option<Interval>,
+    /// The end key of the current interval (`Some(None)`: unbounded).
+    current: Option<Option<Vec<u8>>>,
     row_regex: Option<regex::bytes::Regex>,
     value_regex: Option<regex::bytes::Regex>,
     row_limit: u64,
@@ -99,8 +98,10 @@ impl<I: CellIter> SpecFilter<I> {
         if intervals.is_empty() {
             intervals.push(Interval::Rows(RowInterval::all()));
         }
-        let mut intervals: Vec<(Vec<u8>, Interval)> =
-            intervals.into_iter().map(|i| (i.start_key(), i)).collect();
+        let mut intervals: Vec<(Vec<u8>, Option<Vec<u8>>)> = intervals
+            .into_iter()
+            .map(|i| (i.start_key(), i.end_key()))
+            .collect();
         intervals.sort_by(|a, b| a.0.cmp(&b.0));
         if spec.row_offset > 0 && spec.cell_offset > 0 {
             return Err(Error::InvalidInput(
@@ -154,13 +155,13 @@ impl<I: CellIter> SpecFilter<I> {
     }
 
     fn start_next_interval(&mut self) -> Result<bool> {
-        let Some((start, iv)) = self.intervals.get(self.next_interval) else {
+        let Some((start, end)) = self.intervals.get(self.next_interval) else {
             self.current = None;
             return Ok(false);
         };
         self.next_interval += 1;
         self.src.seek(start)?;
-        self.current = Some(iv.clone());
+        self.current = Some(end.clone());
         self.rows_started = 0;
         self.cells_passed = 0;
         self.cells_returned = 0;
@@ -186,13 +187,16 @@ impl<I: CellIter> SpecFilter<I> {
                 self.current = None;
                 continue;
             }
-            let k = KeyRef::from_trusted(self.src.key())?;
-            let iv = self.current.as_ref().expect("an interval is current");
-            if iv.is_past_end(&k) {
+            let end = self.current.as_ref().expect("an interval is current");
+            if end
+                .as_ref()
+                .is_some_and(|e| key::bytes_cmp(self.src.key(), e).is_ge())
+            {
                 self.current = None;
                 continue;
             }
-            if k.row_prefix() != self.cur_row.as_slice() {
+            let k = KeyRef::from_trusted(self.src.key())?;
+            if !key::bytes_eq(k.row_prefix(), &self.cur_row) {
                 self.cur_row.clear();
                 self.cur_row.extend_from_slice(k.row_prefix());
                 self.row_counted = false;

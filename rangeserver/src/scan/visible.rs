@@ -259,7 +259,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             offset: 0,
             msg: format!("bad key {src_key:?}: {e}"),
         })?;
-        if k.row_prefix() != st.cur_row.as_slice() {
+        if !key::bytes_eq(k.row_prefix(), &st.cur_row) {
             st.finish_cell();
             st.reset_row();
             st.cur_row.extend_from_slice(k.row_prefix());
@@ -303,7 +303,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
                 continue;
             }
         }
-        if k.cell_prefix() != st.cur_cell.as_slice() {
+        if !key::bytes_eq(k.cell_prefix(), &st.cur_cell) {
             st.finish_cell();
             st.reset_cell();
             st.cur_cell.extend_from_slice(k.cell_prefix());
