@@ -584,6 +584,69 @@ impl Engine {
 
     /// Creates a table with one range covering every row.
     pub fn create_table(&self, schema: TableSchema) -> Result<()> {
+        self.create_table_with_ranges(schema, &[(None, None)])
+    }
+
+    /// Registers a table with no ranges: a range server in a cluster gets its ranges assigned
+    /// one by one ([`Engine::create_range`]).
+    pub fn register_table(&self, schema: TableSchema) -> Result<()> {
+        self.create_table_with_ranges(schema, &[])
+    }
+
+    /// Adds an empty range `[start_row, end_row)` of an existing table; it must not overlap a
+    /// range this engine holds. Returns the range id.
+    pub fn create_range(
+        &self,
+        table_id: u32,
+        start_row: Option<Vec<u8>>,
+        end_row: Option<Vec<u8>>,
+    ) -> Result<u64> {
+        self.check_open()?;
+        let inner = &self.inner;
+        let table = inner.table(table_id)?;
+        if let (Some(s), Some(e)) = (&start_row, &end_row)
+            && s >= e
+        {
+            return Err(Error::InvalidInput(
+                "a range's start row must be below its end row".into(),
+            ));
+        }
+        let _gate = inner.gate.write();
+        let overlaps = inner.table_ranges(table_id).iter().any(|r| {
+            let starts_before_end = match (&start_row, &r.end_row) {
+                (Some(s), Some(e)) => s < e,
+                _ => true,
+            };
+            let ends_after_start = match (&end_row, &r.start_row) {
+                (Some(e), Some(s)) => e > s,
+                _ => true,
+            };
+            starts_before_end && ends_after_start
+        });
+        if overlaps {
+            return Err(Error::InvalidInput(format!(
+                "the new range overlaps a range of table {table_id} held here"
+            )));
+        }
+        let rec = empty_range_record(inner, &table.schema, start_row, end_row);
+        inner.meta.lock().write(vec![
+            MetaOp::PutRange(rec.clone()),
+            MetaOp::NextRangeId(rec.id + 1),
+        ])?;
+        let range = inner.build_range(&rec, &table, &mut HashMap::new())?;
+        let end = rec.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
+        inner
+            .ranges
+            .write()
+            .insert((table_id, end), Arc::new(range));
+        Ok(rec.id)
+    }
+
+    fn create_table_with_ranges(
+        &self,
+        schema: TableSchema,
+        bounds: &[(Option<Vec<u8>>, Option<Vec<u8>>)],
+    ) -> Result<()> {
         self.check_open()?;
         schema.validate()?;
         let inner = &self.inner;
@@ -594,36 +657,28 @@ impl Engine {
                 schema.name, schema.id
             )));
         }
-        let id = inner.next_range_id.fetch_add(1, Ordering::AcqRel);
-        let rec = RangeRecord {
-            id,
-            table_id: schema.id,
-            start_row: None,
-            end_row: None,
-            groups: schema
-                .access_groups
-                .iter()
-                .map(|g| GroupRecord {
-                    name: g.name.clone(),
-                    stores: Vec::new(),
-                    flushed_revision: i64::MIN,
-                    next_store: 0,
-                })
-                .collect(),
-        };
-        inner.meta.lock().write(vec![
-            MetaOp::PutTable(schema.clone()),
-            MetaOp::PutRange(rec.clone()),
-            MetaOp::NextRangeId(id + 1),
-        ])?;
+        let recs: Vec<RangeRecord> = bounds
+            .iter()
+            .map(|(s, e)| empty_range_record(inner, &schema, s.clone(), e.clone()))
+            .collect();
+        let mut ops = vec![MetaOp::PutTable(schema.clone())];
+        ops.extend(recs.iter().cloned().map(MetaOp::PutRange));
+        ops.push(MetaOp::NextRangeId(
+            inner.next_range_id.load(Ordering::Acquire),
+        ));
+        inner.meta.lock().write(ops)?;
         let info = TableInfo::new(schema);
-        let range = inner.build_range(&rec, &info, &mut HashMap::new())?;
         let table_id = info.schema.id;
+        let mut built = Vec::new();
+        for rec in &recs {
+            built.push((rec, inner.build_range(rec, &info, &mut HashMap::new())?));
+        }
         tables.insert(table_id, Arc::new(info));
-        inner
-            .ranges
-            .write()
-            .insert((table_id, RangeEnd::Max), Arc::new(range));
+        let mut ranges = inner.ranges.write();
+        for (rec, range) in built {
+            let end = rec.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
+            ranges.insert((table_id, end), Arc::new(range));
+        }
         Ok(())
     }
 
@@ -1191,6 +1246,31 @@ impl Engine {
         self.inner.log.close()?;
         self.inner.meta.lock().close()?;
         Ok(())
+    }
+}
+
+/// A new range record with empty access groups; takes the next range id.
+fn empty_range_record(
+    inner: &Inner,
+    schema: &TableSchema,
+    start_row: Option<Vec<u8>>,
+    end_row: Option<Vec<u8>>,
+) -> RangeRecord {
+    RangeRecord {
+        id: inner.next_range_id.fetch_add(1, Ordering::AcqRel),
+        table_id: schema.id,
+        start_row,
+        end_row,
+        groups: schema
+            .access_groups
+            .iter()
+            .map(|g| GroupRecord {
+                name: g.name.clone(),
+                stores: Vec::new(),
+                flushed_revision: i64::MIN,
+                next_store: 0,
+            })
+            .collect(),
     }
 }
 

@@ -177,6 +177,9 @@ fn run(inner: &Arc<Inner>, task: Task) -> Result<()> {
             }
         }
         Task::Split { range } => {
+            if range.retired.load(Ordering::Acquire) {
+                return Ok(());
+            }
             if let Some(row) = choose_split_row(&range) {
                 split_range(inner, &range, &row)?;
             }

@@ -238,3 +238,48 @@ fn attributes_persist_atomically() {
     assert_eq!(e.attrs("ns:"), vec![("ns:/a".to_string(), "1".to_string())]);
     assert_eq!(e.attrs("").len(), 2);
 }
+
+#[test]
+fn ranges_assigned_one_by_one() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(
+        fs.clone(),
+        "/ht",
+        EngineOptions::default(),
+        rt.handle().clone(),
+    )
+    .unwrap();
+    e.register_table(schema()).unwrap();
+    assert!(e.ranges(1).is_empty());
+    let err = e
+        .apply(1, &[Mutation::insert("m", 1, "", "v")])
+        .unwrap_err();
+    assert!(err.to_string().contains("not served here"), "{err}");
+    e.create_range(1, Some(b"k".to_vec()), Some(b"p".to_vec()))
+        .unwrap();
+    assert!(
+        e.create_range(1, Some(b"o".to_vec()), None).is_err(),
+        "overlap"
+    );
+    assert!(
+        e.create_range(1, Some(b"z".to_vec()), Some(b"a".to_vec()))
+            .is_err()
+    );
+    e.create_range(1, Some(b"p".to_vec()), None).unwrap();
+    e.apply(
+        1,
+        &[
+            Mutation::insert("m", 1, "", "v1"),
+            Mutation::insert("q", 1, "", "v2"),
+        ],
+    )
+    .unwrap();
+    assert!(e.apply(1, &[Mutation::insert("a", 1, "", "x")]).is_err());
+    e.close().unwrap();
+    drop(e);
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    assert_eq!(e.ranges(1).len(), 2);
+    assert_eq!(rows(&e).len(), 2);
+}

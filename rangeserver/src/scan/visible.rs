@@ -16,6 +16,8 @@ use crate::scan::spec::QualifierMatch;
 
 /// After this many `next()` calls without reaching a target, seek instead.
 const NEXT_BEFORE_SEEK: usize = 8;
+/// Most versions of one TIME_ORDER DESC cell a scan buffers to return them oldest first.
+pub const MAX_DESC_VERSIONS: usize = 100_000;
 
 /// How the scan treats one family id.
 #[derive(Debug, Clone)]
@@ -377,6 +379,12 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             continue;
         }
         if time_desc && st.opts.mode == Mode::Scan {
+            if st.desc_buf.len() >= MAX_DESC_VERSIONS {
+                return Err(Error::InvalidInput(format!(
+                    "cell {k:?} has more than {MAX_DESC_VERSIONS} versions; a TIME_ORDER DESC \
+                     family returns them oldest first only up to that many (set MAX_VERSIONS)"
+                )));
+            }
             let c = (src_key.to_vec(), src.value().to_vec());
             st.desc_buf.push(c);
             src.next()?;
