@@ -645,7 +645,7 @@ impl Engine {
     fn create_table_with_ranges(
         &self,
         schema: TableSchema,
-        bounds: &[(Option<Vec<u8>>, Option<Vec<u8>>)],
+        bounds: &[RowBounds],
     ) -> Result<()> {
         self.check_open()?;
         schema.validate()?;
@@ -1248,6 +1248,9 @@ impl Engine {
         Ok(())
     }
 }
+
+/// The rows of a range: `[start, end)`, `None` unbounded.
+type RowBounds = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// A new range record with empty access groups; takes the next range id.
 fn empty_range_record(
