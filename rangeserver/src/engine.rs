@@ -451,8 +451,13 @@ impl Engine {
                     continue;
                 };
                 let r = inner.build_range(rec, t, &mut open_stores)?;
+                // Revisions must stay above every revision a group counts as flushed, or replay
+                // would skip new cells: the clock alone may have stepped back, and a major
+                // compaction may have dropped every cell that carried the highest revision.
                 for g in &r.groups {
-                    for s in &g.state().stores {
+                    let st = g.state();
+                    inner.observe_revision(st.flushed_revision);
+                    for s in &st.stores {
                         inner.observe_revision(s.trailer().max_revision);
                     }
                 }
@@ -642,11 +647,7 @@ impl Engine {
         Ok(rec.id)
     }
 
-    fn create_table_with_ranges(
-        &self,
-        schema: TableSchema,
-        bounds: &[RowBounds],
-    ) -> Result<()> {
+    fn create_table_with_ranges(&self, schema: TableSchema, bounds: &[RowBounds]) -> Result<()> {
         self.check_open()?;
         schema.validate()?;
         let inner = &self.inner;
