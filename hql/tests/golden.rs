@@ -75,7 +75,11 @@ fn golden() {
     assert!(!scripts.is_empty());
     let mut failed = Vec::new();
     for script in scripts {
-        let name = script.file_stem().expect("stem").to_string_lossy().to_string();
+        let name = script
+            .file_stem()
+            .expect("stem")
+            .to_string_lossy()
+            .to_string();
         if only.as_ref().is_some_and(|o| *o != name) {
             continue;
         }
@@ -103,5 +107,8 @@ fn golden() {
             failed.push(name);
         }
     }
-    assert!(failed.is_empty(), "golden files differ: {failed:?} (UPDATE_GOLDEN=1 rewrites them)");
+    assert!(
+        failed.is_empty(),
+        "golden files differ: {failed:?} (UPDATE_GOLDEN=1 rewrites them)"
+    );
 }

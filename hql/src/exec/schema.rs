@@ -362,7 +362,7 @@ fn ttl_of(secs: u64) -> Ttl {
         TimeUnit::Minutes,
     ]
     .into_iter()
-    .find(|u| secs % u.seconds() == 0)
+    .find(|u| secs.is_multiple_of(u.seconds()))
     .unwrap_or(TimeUnit::Seconds);
     Ttl {
         amount: (secs / unit.seconds()).to_string(),

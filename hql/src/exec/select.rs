@@ -14,6 +14,9 @@ use super::output::{CellFormat, FileSink, family_names, write_cell};
 use super::{ExecError, Executor, Result};
 use crate::ast::{self, ColumnPredicate, ColumnRef, Columns, Predicate, RelOp, Select};
 
+/// A set of intervals as (start, end) bounds.
+type Intervals<T> = Vec<(Bound<T>, Bound<T>)>;
+
 /// A scan to run: the spec, or `None` when the predicates select nothing at all.
 pub(super) struct Query {
     pub spec: Option<ScanSpec>,
@@ -201,10 +204,7 @@ fn cell_interval(s: &TableSchema, path: &str, c: &ast::CellInterval) -> Result<C
 }
 
 /// ANDs a new OR-list into the current set of intervals (`None`: no constraint yet).
-fn and_intervals<T: Clone + Ord>(
-    current: Option<Vec<(Bound<T>, Bound<T>)>>,
-    new: Vec<(Bound<T>, Bound<T>)>,
-) -> Vec<(Bound<T>, Bound<T>)> {
+fn and_intervals<T: Clone + Ord>(current: Option<Intervals<T>>, new: Intervals<T>) -> Intervals<T> {
     let Some(cur) = current else {
         return new.into_iter().filter(|(s, e)| !is_empty(s, e)).collect();
     };
@@ -286,8 +286,8 @@ pub(super) fn build_query(
         columns: column_selectors(s, path, columns)?,
         ..ScanSpec::default()
     };
-    let mut rows: Option<Vec<(Bound<Vec<u8>>, Bound<Vec<u8>>)>> = None;
-    let mut cells: Option<Vec<(Bound<CellPos>, Bound<CellPos>)>> = None;
+    let mut rows: Option<Intervals<Vec<u8>>> = None;
+    let mut cells: Option<Intervals<CellPos>> = None;
     let mut filter = Vec::new();
     for p in preds {
         match p {
