@@ -1,6 +1,7 @@
 # Shell commands and administration statements.
 print "hello from print";
 print
+help
 help insert;
 help dump table;
 help nonsense;
@@ -18,6 +19,11 @@ SELECT * FROM t;
 BALANCE;
 SET a = 1;
 source $TMP/does-not-exist.hql;
+# Semicolons and # inside strings do not end a statement.
+INSERT INTO t VALUES ("r;1", "a", "x; # not a comment
+y");
+SELECT * FROM t WHERE ROW = "r;1"; # a comment after a statement
+SELECT * FROM t INTO FILE "fs://x.tsv";
 # A statement may span lines,
 SELECT *
     FROM t
