@@ -15,7 +15,7 @@ use std::time::Instant;
 use client::Client;
 
 use crate::ast::Statement;
-use crate::exec::Executor;
+use crate::exec::{ExecError, Executor};
 use crate::parse_statement;
 
 /// How the shell runs.
@@ -295,6 +295,12 @@ impl Shell {
                         }
                         Flow::Continue
                     }
+                    // The reader went away (`ht shell ... | head`): stop quietly.
+                    Err(ExecError::Io { source, .. })
+                        if source.kind() == io::ErrorKind::BrokenPipe =>
+                    {
+                        Flow::Quit
+                    }
                     Err(e) => self.fail(&e.to_string(), out, err),
                 }
             }
@@ -460,4 +466,34 @@ fn load_report(r: &crate::load::LoadReport) -> String {
         per_sec(r.cells as f64),
         r.skipped_lines
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Splitter;
+
+    fn split(lines: &[&str]) -> Vec<String> {
+        let mut s = Splitter::default();
+        let mut out: Vec<String> = lines.iter().flat_map(|l| s.push_line(l)).collect();
+        out.extend(s.finish());
+        out
+    }
+
+    #[test]
+    fn statements_end_at_semicolons_outside_quotes() {
+        assert_eq!(split(&["a; b;", "c"]), ["a;", "b;", "c"]);
+        assert_eq!(split(&["x 'a;b' \"c;\\\"d\";"]), ["x 'a;b' \"c;\\\"d\";"]);
+        assert_eq!(
+            split(&["select", "  *", "from t;"]),
+            ["select\n  *\nfrom t;"]
+        );
+        assert_eq!(split(&["# c;", "", "a; # b;"]), ["a;"]);
+        assert_eq!(split(&["x 'multi", "line;' ;"]), ["x 'multi\nline;' ;"]);
+        assert_eq!(split(&["quit"]), ["quit"]);
+        assert_eq!(
+            split(&["pause 1", "help select"]),
+            ["pause 1", "help select"]
+        );
+        assert_eq!(split(&[";;", "a;"]), ["a;"]);
+    }
 }
