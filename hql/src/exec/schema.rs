@@ -430,7 +430,7 @@ fn group_options(g: &AccessGroupSpec) -> AccessGroupOptions {
 
 /// SHOW CREATE TABLE: a statement that recreates the table, every family's effective options
 /// written out; a `#` line before it names compressors ht replaced by its own.
-pub(super) fn show_create(s: &TableSchema, _as_written: &str) -> String {
+pub(super) fn show_create(s: &TableSchema) -> String {
     let name = s.name.rsplit('/').next().unwrap_or(&s.name).to_string();
     let live: Vec<&FamilySpec> = s.families.iter().filter(|f| !f.deleted).collect();
     let mut defs: Vec<Definition> = live
