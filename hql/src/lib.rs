@@ -6,9 +6,11 @@
 
 pub mod ast;
 mod error;
+pub mod exec;
 pub mod load;
 mod parser;
 mod print;
+pub mod shell;
 mod timestamp;
 
 pub use ast::Statement;
@@ -16,4 +18,4 @@ pub use error::ParseError;
 pub use parser::{
     is_qualifier_char, parse_bloom_text, parse_key_spec, parse_script, parse_statement,
 };
-pub use timestamp::parse_nanos;
+pub use timestamp::{format_nanos, parse_nanos};

@@ -1,4 +1,4 @@
-//! Timestamp text to nanoseconds since the epoch (UTC), for the forms HQL accepts.
+//! Timestamp text to nanoseconds since the epoch (UTC), for the forms HQL accepts, and back.
 
 /// Nanoseconds since 1970-01-01 00:00:00 UTC for `YYYY-MM-DD HH:MM:SS[.ns]`,
 /// `YYYY-MM-DD HH:MM`, `YYYY-MM-DD`, `YYYY`, or a plain (optionally negative) integer of
@@ -42,6 +42,36 @@ pub fn parse_nanos(text: &str) -> Option<i64> {
     let days = days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3_600 + minute * 60 + second;
     secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+}
+
+/// `YYYY-MM-DD HH:MM:SS.nnnnnnnnn` (UTC) for nanoseconds since the epoch; the form
+/// [`parse_nanos`] reads back to the same value.
+pub fn format_nanos(nanos: i64) -> String {
+    let secs = nanos.div_euclid(1_000_000_000);
+    let frac = nanos.rem_euclid(1_000_000_000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{frac:09}",
+        sod / 3_600,
+        sod % 3_600 / 60,
+        sod % 60
+    )
+}
+
+/// (year, month, day) for days since 1970-01-01 (Howard Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, i64, i64) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
 }
 
 fn plain_integer(t: &str) -> Option<i64> {
@@ -89,7 +119,7 @@ fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_nanos;
+    use super::{format_nanos, parse_nanos};
 
     #[test]
     fn forms() {
@@ -109,5 +139,18 @@ mod tests {
             parse_nanos("2000-02-29 23:59:59"),
             Some(951_868_799_000_000_000)
         );
+    }
+
+    #[test]
+    fn format_round_trips() {
+        assert_eq!(format_nanos(0), "1970-01-01 00:00:00.000000000");
+        assert_eq!(format_nanos(1_000_000_005), "1970-01-01 00:00:01.000000005");
+        assert_eq!(
+            format_nanos(951_868_799_000_000_000),
+            "2000-02-29 23:59:59.000000000"
+        );
+        for n in [0, 1, -1, 1_199_145_600_123_456_789, -86_400_000_000_001] {
+            assert_eq!(parse_nanos(&format_nanos(n)), Some(n), "{n}");
+        }
     }
 }

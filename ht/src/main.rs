@@ -1,6 +1,7 @@
 //! `ht`: the one binary (shell, servers, loader, benchmarks).
 
 mod bench;
+mod shell;
 
 use clap::{Parser, Subcommand};
 
@@ -15,6 +16,8 @@ struct Cli {
 enum Command {
     /// Prints the version.
     Version,
+    /// The HQL shell on an embedded database.
+    Shell(shell::ShellArgs),
     /// Runs a benchmark against its reference (see BENCH.md).
     Bench {
         #[command(subcommand)]
@@ -26,6 +29,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Version => println!("ht {}", env!("CARGO_PKG_VERSION")),
+        Command::Shell(args) => std::process::exit(shell::run(args)),
         Command::Bench { bench } => bench::run(bench)?,
     }
     Ok(())

@@ -1,0 +1,179 @@
+//! Writing cells as Hypertable's tab-separated lines, and opening INTO FILE destinations.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+
+use common::key::CellFlag;
+use common::{Cell, TableSchema};
+
+use super::{ExecError, Result};
+use crate::ast::FileScheme;
+use crate::timestamp::format_nanos;
+
+/// How cells are written.
+#[derive(Debug, Clone)]
+pub(super) struct CellFormat {
+    pub timestamps: bool,
+    pub revisions: bool,
+    pub keys_only: bool,
+    pub escape: bool,
+    pub separator: Vec<u8>,
+}
+
+impl CellFormat {
+    /// The header line INTO FILE and DUMP TABLE write first.
+    pub fn header(&self) -> Vec<u8> {
+        let mut fields = Vec::new();
+        if self.timestamps {
+            fields.push("timestamp");
+        }
+        if self.revisions {
+            fields.push("revision");
+        }
+        fields.extend(["row", "column"]);
+        if !self.keys_only {
+            fields.push("value");
+        }
+        let mut h = b"#".to_vec();
+        for (n, f) in fields.iter().enumerate() {
+            if n > 0 {
+                h.extend_from_slice(&self.separator);
+            }
+            h.extend_from_slice(f.as_bytes());
+        }
+        h.push(b'\n');
+        h
+    }
+}
+
+/// Family id -> name, for the live and dropped families of a schema.
+pub(super) fn family_names(s: &TableSchema) -> Vec<Option<String>> {
+    let mut names = vec![None; 256];
+    for f in &s.families {
+        names[f.id as usize] = Some(f.name.clone());
+    }
+    names
+}
+
+/// Writes `bytes`, escaping backslash, newline, tab and NUL when asked.
+fn field(w: &mut dyn Write, bytes: &[u8], escape: bool) -> io::Result<()> {
+    if !escape {
+        return w.write_all(bytes);
+    }
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\t' => b"\\t",
+            0 => b"\\0",
+            _ => continue,
+        };
+        w.write_all(&bytes[start..i])?;
+        w.write_all(esc)?;
+        start = i + 1;
+    }
+    w.write_all(&bytes[start..])
+}
+
+/// One cell as one line: `[timestamp FS][revision FS]row FS family[:qualifier][FS value]`.
+/// Delete markers (RETURN_DELETES) show their kind in place of the value.
+pub(super) fn write_cell(
+    w: &mut dyn Write,
+    f: &CellFormat,
+    cell: &Cell,
+    families: &[Option<String>],
+) -> io::Result<()> {
+    let fs = &f.separator;
+    let k = &cell.key;
+    if f.timestamps {
+        w.write_all(format_nanos(k.timestamp).as_bytes())?;
+        w.write_all(fs)?;
+    }
+    if f.revisions {
+        write!(w, "{}", k.revision)?;
+        w.write_all(fs)?;
+    }
+    field(w, &k.row, f.escape)?;
+    w.write_all(fs)?;
+    if k.flag != CellFlag::DeleteRow {
+        match families.get(k.family as usize).and_then(Option::as_ref) {
+            Some(name) => w.write_all(name.as_bytes())?,
+            None => write!(w, "{}", k.family)?,
+        }
+        if !k.qualifier.is_empty() {
+            w.write_all(b":")?;
+            field(w, &k.qualifier, f.escape)?;
+        }
+    }
+    if k.flag.is_delete() {
+        w.write_all(fs)?;
+        w.write_all(k.flag.name().as_bytes())?;
+    } else if !f.keys_only {
+        w.write_all(fs)?;
+        field(w, &cell.value, f.escape)?;
+    }
+    w.write_all(b"\n")
+}
+
+/// An INTO FILE destination.
+pub(super) enum FileSink {
+    Plain(BufWriter<File>),
+    Gz(flate2::write::GzEncoder<BufWriter<File>>),
+}
+
+impl Write for FileSink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Self::Plain(w) => w.write(buf),
+            Self::Gz(w) => w.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Self::Plain(w) => w.flush(),
+            Self::Gz(w) => w.flush(),
+        }
+    }
+}
+
+impl FileSink {
+    /// Opens `name` (`[file://]path`); names ending in `.gz` are gzip-compressed.
+    pub fn create(name: &str) -> Result<Self> {
+        let (scheme, path) = FileScheme::split(name);
+        if scheme == FileScheme::Fs {
+            return Err(ExecError::invalid(format!(
+                "cannot write '{name}': fs:// files need a cluster file system; the embedded \
+                 database writes local files only"
+            )));
+        }
+        let file = File::create(path).map_err(|source| ExecError::Io {
+            context: format!("cannot create '{path}'"),
+            source,
+        })?;
+        let w = BufWriter::with_capacity(1 << 16, file);
+        Ok(if path.ends_with(".gz") {
+            Self::Gz(flate2::write::GzEncoder::new(
+                w,
+                flate2::Compression::default(),
+            ))
+        } else {
+            Self::Plain(w)
+        })
+    }
+
+    /// Flushes everything (and writes the gzip trailer), reporting errors.
+    pub fn finish(self, name: &str) -> Result<()> {
+        let err = |source| ExecError::Io {
+            context: format!("cannot write '{name}'"),
+            source,
+        };
+        let mut w = match self {
+            Self::Plain(w) => w,
+            Self::Gz(gz) => gz.finish().map_err(err)?,
+        };
+        w.flush().map_err(err)?;
+        w.get_ref().sync_all().map_err(err)
+    }
+}

@@ -1,0 +1,116 @@
+//! INSERT and DELETE: statements to [`Mutation`]s, checked in full before any is sent.
+
+use common::key::CellFlag;
+use common::{Mutation, TableSchema};
+
+use super::{ExecError, Executor, Result, guid};
+use crate::ast::{CellValue, ColumnRef, Delete, DeleteColumns, DeleteTime, Insert, Timestamp};
+
+fn family_id(s: &TableSchema, path: &str, col: &ColumnRef) -> Result<u8> {
+    s.family(&col.family).map(|f| f.id).ok_or_else(|| {
+        ExecError::invalid(format!(
+            "column family '{}' does not exist in table '{path}'",
+            col.family
+        ))
+    })
+}
+
+fn nanos(ts: &Timestamp) -> Result<i64> {
+    ts.nanos
+        .ok_or_else(|| ExecError::invalid(format!("bad timestamp '{}'", ts.text)))
+}
+
+fn value(v: &CellValue) -> Vec<u8> {
+    match v {
+        CellValue::Literal(s) => s.as_bytes().to_vec(),
+        CellValue::Guid => guid().into_bytes(),
+    }
+}
+
+pub(super) fn insert(ex: &mut Executor, ins: &Insert) -> Result<()> {
+    let path = ex.resolve(&ins.table);
+    let schema = ex.client.table_schema(&path)?;
+    let mut cells = Vec::with_capacity(ins.values.len());
+    for v in &ins.values {
+        let row = value(&v.row);
+        if row.is_empty() {
+            return Err(ExecError::invalid(format!(
+                "empty row key in INSERT INTO '{path}'"
+            )));
+        }
+        let family = family_id(&schema, &path, &v.column)?;
+        let mut m = Mutation::insert(
+            row,
+            family,
+            v.column.qualifier.as_deref().unwrap_or("").as_bytes(),
+            value(&v.value),
+        );
+        m.timestamp = v.timestamp.as_ref().map(nanos).transpose()?;
+        cells.push(m);
+    }
+    let mut mutator = ex.client.mutator(&path)?;
+    for m in cells {
+        mutator.set(m)?;
+    }
+    mutator.flush()?;
+    Ok(())
+}
+
+pub(super) fn delete(ex: &mut Executor, d: &Delete) -> Result<()> {
+    let path = ex.resolve(&d.table);
+    let schema = ex.client.table_schema(&path)?;
+    let row = d.row.as_bytes();
+    let mut cells = Vec::new();
+    match (&d.columns, &d.time) {
+        (DeleteColumns::All, Some(DeleteTime::Version(_))) => {
+            return Err(ExecError::invalid(
+                "DELETE * cannot take VERSION: name the cell whose version to delete",
+            ));
+        }
+        (DeleteColumns::All, t) => {
+            let ts = match t {
+                Some(DeleteTime::Timestamp(ts)) => Some(nanos(ts)?),
+                _ => None,
+            };
+            cells.push(Mutation::delete(CellFlag::DeleteRow, row, 0, "", ts));
+        }
+        (DeleteColumns::List(cols), t) => {
+            for c in cols {
+                let family = family_id(&schema, &path, c)?;
+                let q = c.qualifier.as_deref().unwrap_or("").as_bytes();
+                let m = match t {
+                    None => {
+                        let flag = if c.qualifier.is_some() {
+                            CellFlag::DeleteCell
+                        } else {
+                            CellFlag::DeleteColumnFamily
+                        };
+                        Mutation::delete(flag, row, family, q, None)
+                    }
+                    Some(DeleteTime::Timestamp(ts)) => {
+                        let flag = if c.qualifier.is_some() {
+                            CellFlag::DeleteCell
+                        } else {
+                            CellFlag::DeleteColumnFamily
+                        };
+                        Mutation::delete(flag, row, family, q, Some(nanos(ts)?))
+                    }
+                    Some(DeleteTime::Version(ts)) => Mutation::delete(
+                        CellFlag::DeleteCellVersion,
+                        row,
+                        family,
+                        q,
+                        Some(nanos(ts)?),
+                    ),
+                };
+                cells.push(m);
+            }
+        }
+    }
+    let mut mutator = ex.client.mutator(&path)?;
+    for m in cells {
+        mutator.set(m)?;
+    }
+    mutator.flush()?;
+    Ok(())
+}

@@ -1,0 +1,499 @@
+//! The HQL shell: reads statements (from a terminal with line editing, a file, or a string),
+//! runs them with the [`Executor`] and prints their output, errors and timings.
+//!
+//! Test mode echoes each input line (leading white space removed) before the output of the
+//! statements it completes, puts errors on the output stream in order, and never prints
+//! timings, so a script's output can be diffed against a stored expected output.
+
+mod help;
+
+use std::io::{self, BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use client::Client;
+
+use crate::ast::Statement;
+use crate::exec::{ExecError, Executor};
+use crate::parse_statement;
+
+/// How the shell runs.
+#[derive(Debug, Clone, Default)]
+pub struct ShellOptions {
+    /// No prompt; stop at the first error (unless in test mode) with a failure exit code.
+    pub batch: bool,
+    pub test_mode: bool,
+    /// The namespace to start in.
+    pub namespace: Option<String>,
+}
+
+/// Everything `ht shell` takes on its command line.
+#[derive(Debug, Clone, Default)]
+pub struct ShellConfig {
+    pub options: ShellOptions,
+    /// `-e`: statements to run.
+    pub execute: Option<String>,
+    /// `-f`: a file of statements to run.
+    pub command_file: Option<PathBuf>,
+    /// Where the embedded database lives.
+    pub data_dir: PathBuf,
+}
+
+/// Whether to keep reading.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// `quit`, or the end of the input.
+    Quit,
+    /// An error in batch mode.
+    Failed,
+}
+
+/// `source` may nest this deep.
+const MAX_SOURCE_DEPTH: usize = 16;
+
+/// Shell commands that need no `;` when alone on a line.
+const SHELL_WORDS: &[&str] = &[
+    "quit", "exit", "help", "\\h", "?", "clear", "print", "pause", "source",
+];
+
+/// Collects lines into statements ending with `;` outside quotes.
+#[derive(Debug, Default)]
+struct Splitter {
+    buf: String,
+    quote: Option<char>,
+}
+
+impl Splitter {
+    fn pending(&self) -> bool {
+        !self.buf.trim().is_empty()
+    }
+
+    /// Adds a line; returns the statements it completes.
+    fn push_line(&mut self, line: &str) -> Vec<String> {
+        let mut done = Vec::new();
+        if !self.pending() && self.quote.is_none() {
+            let t = line.trim();
+            if t.is_empty() || t.starts_with('#') {
+                return done;
+            }
+            let first = t
+                .split(|c: char| c.is_whitespace() || c == ';')
+                .next()
+                .unwrap_or("")
+                .to_ascii_lowercase();
+            let first = if t.starts_with("\\h") {
+                "\\h"
+            } else if t.starts_with('?') {
+                "?"
+            } else {
+                first.as_str()
+            };
+            if SHELL_WORDS.contains(&first) && !t.contains(';') {
+                done.push(t.to_string());
+                return done;
+            }
+        }
+        let mut chars = line.char_indices().peekable();
+        let mut start = 0;
+        let mut prev_space = true;
+        while let Some((i, c)) = chars.next() {
+            match self.quote {
+                Some(q) => {
+                    if c == '\\' {
+                        chars.next();
+                    } else if c == q {
+                        self.quote = None;
+                    }
+                }
+                None => match c {
+                    '\'' | '"' => self.quote = Some(c),
+                    '#' if prev_space => {
+                        // A comment to the end of the line.
+                        self.buf.push_str(&line[start..i]);
+                        start = line.len();
+                        break;
+                    }
+                    ';' => {
+                        self.buf.push_str(&line[start..=i]);
+                        start = i + 1;
+                        let stmt = std::mem::take(&mut self.buf);
+                        if !stmt.trim().trim_end_matches(';').trim().is_empty() {
+                            done.push(stmt.trim().to_string());
+                        }
+                    }
+                    _ => {}
+                },
+            }
+            prev_space = c.is_whitespace();
+        }
+        self.buf.push_str(&line[start.min(line.len())..]);
+        if self.pending() || self.quote.is_some() {
+            self.buf.push('\n');
+        } else {
+            self.buf.clear();
+        }
+        done
+    }
+
+    /// What is left at the end of the input (a statement without `;`).
+    fn finish(&mut self) -> Option<String> {
+        self.quote = None;
+        let s = std::mem::take(&mut self.buf);
+        (!s.trim().is_empty()).then(|| s.trim().to_string())
+    }
+}
+
+/// A shell session over one database.
+pub struct Shell {
+    exec: Executor,
+    opts: ShellOptions,
+    had_error: bool,
+    depth: usize,
+}
+
+impl Shell {
+    /// A session; enters `opts.namespace` if given.
+    pub fn new(
+        client: Arc<dyn Client>,
+        opts: ShellOptions,
+    ) -> Result<Self, crate::exec::ExecError> {
+        let mut exec = Executor::new(client);
+        if let Some(ns) = &opts.namespace {
+            exec.execute(&Statement::Use(ns.clone()), &mut io::sink())?;
+        }
+        Ok(Self {
+            exec,
+            opts,
+            had_error: false,
+            depth: 0,
+        })
+    }
+
+    /// The executor (for the current namespace, and LOAD's stdin setting).
+    pub fn executor_mut(&mut self) -> &mut Executor {
+        &mut self.exec
+    }
+
+    /// True once any statement has failed.
+    pub fn had_error(&self) -> bool {
+        self.had_error
+    }
+
+    /// Runs the statements in `text`.
+    pub fn run_script(&mut self, text: &str, out: &mut dyn Write, err: &mut dyn Write) -> Flow {
+        self.run_lines(text.lines().map(|l| Ok(l.to_string())), out, err)
+    }
+
+    /// Runs the statements of a stream of lines.
+    pub fn run_lines(
+        &mut self,
+        lines: impl Iterator<Item = io::Result<String>>,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Flow {
+        let mut split = Splitter::default();
+        for line in lines {
+            let line = match line {
+                Ok(l) => l,
+                Err(e) => {
+                    self.report(&format!("cannot read the input: {e}"), out, err);
+                    return Flow::Failed;
+                }
+            };
+            if self.opts.test_mode {
+                let _ = writeln!(out, "{}", line.trim_start());
+            }
+            for stmt in split.push_line(&line) {
+                match self.run_statement(&stmt, out, err) {
+                    Flow::Continue => {}
+                    f => return f,
+                }
+            }
+        }
+        if let Some(stmt) = split.finish() {
+            return self.run_statement(&stmt, out, err);
+        }
+        Flow::Continue
+    }
+
+    fn report(&mut self, msg: &str, out: &mut dyn Write, err: &mut dyn Write) {
+        self.had_error = true;
+        if self.opts.test_mode {
+            let _ = writeln!(out, "Error: {msg}");
+        } else {
+            let _ = out.flush();
+            let _ = writeln!(err, "Error: {msg}");
+        }
+    }
+
+    fn fail(&mut self, msg: &str, out: &mut dyn Write, err: &mut dyn Write) -> Flow {
+        self.report(msg, out, err);
+        if self.opts.batch && !self.opts.test_mode {
+            Flow::Failed
+        } else {
+            Flow::Continue
+        }
+    }
+
+    /// Parses and runs one statement or shell command.
+    pub fn run_statement(&mut self, text: &str, out: &mut dyn Write, err: &mut dyn Write) -> Flow {
+        let stmt = match parse_statement(text) {
+            Ok(s) => s,
+            Err(e) => return self.fail(&e.to_string(), out, err),
+        };
+        match stmt {
+            Statement::Quit => Flow::Quit,
+            Statement::Help(topic) => match help::text(topic.as_deref()) {
+                Some(t) => {
+                    let _ = out.write_all(t.as_bytes());
+                    Flow::Continue
+                }
+                None => {
+                    let msg = format!("no help for '{}'", topic.unwrap_or_default());
+                    self.fail(&msg, out, err)
+                }
+            },
+            Statement::Source(file) => self.source(&file, out, err),
+            Statement::Clear => {
+                if !self.opts.test_mode {
+                    let _ = out.write_all(b"\x1b[2J\x1b[H");
+                }
+                Flow::Continue
+            }
+            Statement::Print(text) => {
+                let _ = writeln!(out, "{}", text.unwrap_or_default());
+                Flow::Continue
+            }
+            Statement::Pause(d) => {
+                let _ = out.flush();
+                std::thread::sleep(d);
+                Flow::Continue
+            }
+            stmt => {
+                let started = Instant::now();
+                let r = self.exec.execute(&stmt, out);
+                let _ = out.flush();
+                match r {
+                    Ok(()) => {
+                        if !self.opts.test_mode {
+                            let s = self.exec.summary();
+                            if let Some(cells) = s.cells {
+                                let _ = writeln!(
+                                    err,
+                                    "  Elapsed time:  {:.2} s\n   Total cells:  {cells}",
+                                    started.elapsed().as_secs_f64()
+                                );
+                            }
+                            if let Some(r) = &s.report {
+                                let _ = err.write_all(load_report(r).as_bytes());
+                            }
+                        }
+                        if matches!(stmt, Statement::Shutdown) {
+                            return Flow::Quit;
+                        }
+                        Flow::Continue
+                    }
+                    // The reader went away (`ht shell ... | head`): stop quietly.
+                    Err(ExecError::Io { source, .. })
+                        if source.kind() == io::ErrorKind::BrokenPipe =>
+                    {
+                        Flow::Quit
+                    }
+                    Err(e) => self.fail(&e.to_string(), out, err),
+                }
+            }
+        }
+    }
+
+    fn source(&mut self, file: &str, out: &mut dyn Write, err: &mut dyn Write) -> Flow {
+        if self.depth >= MAX_SOURCE_DEPTH {
+            let msg = format!("cannot source '{file}': nested more than {MAX_SOURCE_DEPTH} deep");
+            return self.fail(&msg, out, err);
+        }
+        let f = match std::fs::File::open(file) {
+            Ok(f) => f,
+            Err(e) => return self.fail(&format!("cannot open '{file}': {e}"), out, err),
+        };
+        self.depth += 1;
+        let flow = self.run_lines(io::BufReader::new(f).lines(), out, err);
+        self.depth -= 1;
+        match flow {
+            Flow::Quit => Flow::Continue,
+            f => f,
+        }
+    }
+
+    /// Reads statements from the terminal with line editing and history until quit or EOF.
+    pub fn run_interactive(&mut self, history: Option<&Path>) -> Flow {
+        let mut editor = match rustyline::DefaultEditor::new() {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("Error: cannot start line editing: {e}");
+                return Flow::Failed;
+            }
+        };
+        if let Some(h) = history {
+            let _ = editor.load_history(h);
+        }
+        println!("Welcome to the ht shell. Type 'help' for the statements, 'quit' to leave.");
+        let mut split = Splitter::default();
+        let mut flow = Flow::Continue;
+        loop {
+            let prompt = if split.pending() { "    -> " } else { "ht> " };
+            match editor.readline(prompt) {
+                Ok(line) => {
+                    let _ = editor.add_history_entry(line.as_str());
+                    let stdout = io::stdout();
+                    let mut out = stdout.lock();
+                    let mut err = io::stderr();
+                    for stmt in split.push_line(&line) {
+                        flow = self.run_statement(&stmt, &mut out, &mut err);
+                        if flow == Flow::Quit {
+                            break;
+                        }
+                    }
+                    if flow == Flow::Quit {
+                        break;
+                    }
+                }
+                Err(rustyline::error::ReadlineError::Interrupted) => {
+                    split = Splitter::default();
+                }
+                Err(_) => {
+                    flow = Flow::Quit;
+                    break;
+                }
+            }
+        }
+        if let Some(h) = history {
+            let _ = editor.save_history(h);
+        }
+        flow
+    }
+}
+
+/// `ht shell`: opens the embedded database and runs statements; returns the exit code.
+pub fn run(config: &ShellConfig) -> i32 {
+    let client = match client::embedded::EmbeddedClient::open(
+        &config.data_dir,
+        client::embedded::EmbeddedOptions::default(),
+    ) {
+        Ok(c) => Arc::new(c),
+        Err(e) => {
+            eprintln!(
+                "Error: cannot open the database in '{}': {e}",
+                config.data_dir.display()
+            );
+            return 1;
+        }
+    };
+    let mut shell = match Shell::new(client.clone(), config.options.clone()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            return 1;
+        }
+    };
+    let stdin_is_tty = io::stdin().is_terminal();
+    let scripted = config.execute.is_some() || config.command_file.is_some();
+    // Statements from -e or -f leave standard input to LOAD DATA INFILE "-".
+    shell.executor_mut().set_load_io(
+        scripted,
+        io::stderr().is_terminal() && !config.options.test_mode,
+    );
+    let stdout = io::stdout();
+    let mut out = io::BufWriter::new(stdout.lock());
+    let mut err = io::stderr();
+    let mut flow = Flow::Continue;
+    if let Some(text) = &config.execute {
+        flow = shell.run_script(text, &mut out, &mut err);
+    }
+    if flow == Flow::Continue
+        && let Some(file) = &config.command_file
+    {
+        flow = match std::fs::File::open(file) {
+            Ok(f) => shell.run_lines(io::BufReader::new(f).lines(), &mut out, &mut err),
+            Err(e) => {
+                let _ = writeln!(err, "Error: cannot open '{}': {e}", file.display());
+                Flow::Failed
+            }
+        };
+    }
+    if flow == Flow::Continue && !scripted {
+        if stdin_is_tty && !config.options.batch {
+            let _ = out.flush();
+            let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ht_history"));
+            flow = shell.run_interactive(history.as_deref());
+        } else {
+            flow = shell.run_lines(io::stdin().lock().lines(), &mut out, &mut err);
+        }
+    }
+    let _ = out.flush();
+    let had_error = shell.had_error();
+    drop(shell);
+    if let Err(e) = client.close() {
+        eprintln!("Error: closing the database: {e}");
+        return 1;
+    }
+    match flow {
+        Flow::Failed => 1,
+        _ if config.options.batch && had_error => 1,
+        _ => 0,
+    }
+}
+
+/// The lines printed after LOAD DATA INFILE, as Hypertable's shell printed them.
+fn load_report(r: &crate::load::LoadReport) -> String {
+    let secs = r.elapsed.as_secs_f64();
+    let per_sec = |n: f64| if secs > 0.0 { n / secs } else { 0.0 };
+    let avg = |bytes: u64| {
+        if r.cells > 0 {
+            bytes as f64 / r.cells as f64
+        } else {
+            0.0
+        }
+    };
+    format!(
+        "Load complete.\n\n  Elapsed time:  {secs:.2} s\nAvg key size:  {:.2} bytes\n\
+         Avg value size:  {:.2} bytes\n  Throughput:  {:.2} bytes/s\n\
+         Total cells:  {}\n  Throughput:  {:.2} cells/s\n  Skipped lines:  {}\n",
+        avg(r.key_bytes),
+        avg(r.value_bytes),
+        per_sec((r.key_bytes + r.value_bytes) as f64),
+        r.cells,
+        per_sec(r.cells as f64),
+        r.skipped_lines
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Splitter;
+
+    fn split(lines: &[&str]) -> Vec<String> {
+        let mut s = Splitter::default();
+        let mut out: Vec<String> = lines.iter().flat_map(|l| s.push_line(l)).collect();
+        out.extend(s.finish());
+        out
+    }
+
+    #[test]
+    fn statements_end_at_semicolons_outside_quotes() {
+        assert_eq!(split(&["a; b;", "c"]), ["a;", "b;", "c"]);
+        assert_eq!(split(&["x 'a;b' \"c;\\\"d\";"]), ["x 'a;b' \"c;\\\"d\";"]);
+        assert_eq!(
+            split(&["select", "  *", "from t;"]),
+            ["select\n  *\nfrom t;"]
+        );
+        assert_eq!(split(&["# c;", "", "a; # b;"]), ["a;"]);
+        assert_eq!(split(&["x 'multi", "line;' ;"]), ["x 'multi\nline;' ;"]);
+        assert_eq!(split(&["quit"]), ["quit"]);
+        assert_eq!(
+            split(&["pause 1", "help select"]),
+            ["pause 1", "help select"]
+        );
+        assert_eq!(split(&[";;", "a;"]), ["a;"]);
+    }
+}

@@ -1,0 +1,170 @@
+//! The shell's help texts: a summary of every statement and command, and a page for each.
+
+/// (topic, one-line summary, page).
+const TOPICS: &[(&str, &str, &str)] = &[
+    (
+        "create namespace",
+        "CREATE NAMESPACE name [IF NOT EXISTS]",
+        "CREATE NAMESPACE name [IF NOT EXISTS]\n  Creates a namespace (also CREATE DATABASE). Names are paths: /a/b is absolute,\n  a/b is relative to the current namespace. The parent must exist.",
+    ),
+    (
+        "drop namespace",
+        "DROP NAMESPACE [IF EXISTS] name",
+        "DROP NAMESPACE [IF EXISTS] name\n  Drops an empty namespace.",
+    ),
+    (
+        "use",
+        "USE name",
+        "USE name\n  Makes name the current namespace; relative names are resolved against it.",
+    ),
+    (
+        "get listing",
+        "GET LISTING",
+        "GET LISTING\n  Lists the tables and sub-namespaces of the current namespace; namespaces are\n  marked ' (namespace)'.",
+    ),
+    (
+        "show tables",
+        "SHOW TABLES",
+        "SHOW TABLES\n  Lists the tables of the current namespace.",
+    ),
+    (
+        "create table",
+        "CREATE TABLE [IF NOT EXISTS] name ( definitions ) [options] | LIKE other",
+        "CREATE TABLE [IF NOT EXISTS] name ( definition [, definition]* ) [table options]\nCREATE TABLE name LIKE other\n  Definitions: family [MAX_VERSIONS n] [TTL n [unit]] [TIME_ORDER ASC|DESC] [COUNTER]\n               INDEX family | QUALIFIER INDEX family\n               ACCESS GROUP ag ( family, ... ) [IN_MEMORY] [BLOCKSIZE n] [REPLICATION n]\n                 [COMPRESSOR \"codec\"] [BLOOMFILTER \"rows|rows+cols|none ...\"] [column options]\n  Table options: any access group or column option as a default, GROUP_COMMIT_INTERVAL ms,\n  DURABILITY none|log|flush|sync. Families outside any group go to group 'default'.",
+    ),
+    (
+        "show create table",
+        "SHOW CREATE TABLE name",
+        "SHOW CREATE TABLE name\n  Prints a CREATE TABLE statement that recreates the table, every option written out.",
+    ),
+    (
+        "describe table",
+        "DESCRIBE TABLE [WITH IDS] name",
+        "DESCRIBE TABLE [WITH IDS] name\n  Prints the schema as XML; WITH IDS adds family ids, the generation and dropped families.",
+    ),
+    (
+        "alter table",
+        "ALTER TABLE name ADD|MODIFY ( defs ) | DROP ( families ) | RENAME COLUMN FAMILY (a, b)",
+        "ALTER TABLE name clause [clause]*\n  ADD ( definitions )      new families and access groups\n  MODIFY ( definitions )   new options for existing families and groups\n  DROP ( family, ... )     drops families (their data disappears)\n  RENAME COLUMN FAMILY ( old, new )\n  DROP [QUALIFIER] INDEX ( family, ... )",
+    ),
+    (
+        "rename table",
+        "RENAME TABLE a TO b",
+        "RENAME TABLE a TO b\n  Renames a table; b may be in another existing namespace.",
+    ),
+    (
+        "drop table",
+        "DROP TABLE [IF EXISTS] name",
+        "DROP TABLE [IF EXISTS] name\n  Drops a table and frees its files.",
+    ),
+    (
+        "exists table",
+        "EXISTS TABLE name",
+        "EXISTS TABLE name\n  Prints true or false.",
+    ),
+    (
+        "insert",
+        "INSERT INTO t VALUES ([timestamp,] row, column, value) [, (...)]*",
+        "INSERT INTO table VALUES ([timestamp,] row, family[:qualifier], value) [, (...)]*\n  Timestamps are 'YYYY-MM-DD HH:MM:SS[.nanoseconds]'; GUID() may stand for a row or value.",
+    ),
+    (
+        "delete",
+        "DELETE * | column [, column]* FROM t WHERE ROW = 'r' [TIMESTAMP ts | VERSION ts]",
+        "DELETE * | column [, column]* FROM table WHERE ROW = 'row' [TIMESTAMP ts | VERSION ts]\n  * deletes the row, family the family, family:qualifier the cell. TIMESTAMP ts limits the\n  delete to versions at or before ts; VERSION ts deletes exactly that version.",
+    ),
+    (
+        "select",
+        "SELECT [CELLS] * | column [, column]* FROM t [WHERE ...] [options]",
+        "SELECT [CELLS] * | column [, column]* FROM table [WHERE predicate [AND predicate]*] [options]\n  Columns: family, family:qualifier, family:^prefix, family:/regex/\n  Predicates: [k relop] ROW relop k, ROW =^ 'prefix', ROW REGEXP \"re\", OR-lists in ( ),\n    ['r','c' relop] CELL relop 'r','c', [ts relop] TIMESTAMP relop ts, VALUE REGEXP \"re\",\n    family = \"v\", family =^ \"p\", REGEXP(family, \"re\"), EXISTS(family:q)\n  Options: MAX_VERSIONS n, LIMIT n, OFFSET n, CELL_LIMIT n, CELL_OFFSET n,\n    CELL_LIMIT_PER_FAMILY n, INTO FILE \"[file://]name[.gz]\", DISPLAY_TIMESTAMPS,\n    DISPLAY_REVISIONS, KEYS_ONLY, NO_ESCAPE, RETURN_DELETES, NO_CACHE, FS='c'",
+    ),
+    (
+        "load data infile",
+        "LOAD DATA INFILE [options] \"file\" INTO TABLE t",
+        "LOAD DATA INFILE [options] \"[file://]name[.gz]\" | \"-\" INTO TABLE table | INTO FILE f\n  Options: ROW_KEY_COLUMN=spec[+spec]*, TIMESTAMP_COLUMN=name, HEADER_FILE=\"f\",\n    ROW_UNIQUIFY_CHARS=n, DUPLICATE_KEY_COLUMNS, IGNORE_UNKNOWN_COLUMNS, SINGLE_CELL_FORMAT,\n    NO_ESCAPE, FS='c', NO_LOG",
+    ),
+    (
+        "dump table",
+        "DUMP TABLE t [COLUMNS ...] [WHERE ...] [MAX_VERSIONS n] [INTO FILE f] [NO_TIMESTAMPS]",
+        "DUMP TABLE table [COLUMNS col, ...] [WHERE ...] [MAX_VERSIONS n] [INTO FILE \"f[.gz]\"]\n    [NO_TIMESTAMPS] [FS='c']\n  Writes every version as timestamp, row, column, value lines that LOAD DATA INFILE reads back.",
+    ),
+    (
+        "compact",
+        "COMPACT [TYPE=MINOR|MAJOR|MERGING|GC] TABLE t | RANGES kinds",
+        "COMPACT [TYPE=MINOR|MAJOR|MERGING|GC] TABLE table [\"row\"]\nCOMPACT [TYPE=...] RANGES ALL|ROOT|METADATA|SYSTEM|USER\n  Compacts and waits for it; the default type is MAJOR.",
+    ),
+    (
+        "wait for maintenance",
+        "WAIT FOR MAINTENANCE",
+        "WAIT FOR MAINTENANCE\n  Waits until no background maintenance is queued or running.",
+    ),
+    (
+        "status",
+        "STATUS",
+        "STATUS\n  Prints figures about the database, one 'name<TAB>value' per line.",
+    ),
+    (
+        "balance",
+        "BALANCE [ALGORITHM = name]",
+        "BALANCE [ALGORITHM = name]\n  Moves ranges between servers (not available in the embedded database).",
+    ),
+    (
+        "set",
+        "SET name = value [, name = value]*",
+        "SET name = value [, ...]\n  Sets server variables (not available in the embedded database).",
+    ),
+    (
+        "shutdown",
+        "SHUTDOWN",
+        "SHUTDOWN\n  Flushes and closes the database.",
+    ),
+    (
+        "help",
+        "help [statement]",
+        "help [statement]\n  Lists the statements, or describes one (e.g. 'help select').",
+    ),
+    ("quit", "quit | exit", "quit | exit\n  Leaves the shell."),
+    (
+        "source",
+        "source file",
+        "source file\n  Runs the statements in file.",
+    ),
+    ("clear", "clear", "clear\n  Clears the screen."),
+    (
+        "print",
+        "print \"text\"",
+        "print \"text\"\n  Prints text (scripts use it to label their output).",
+    ),
+    (
+        "pause",
+        "pause N",
+        "pause N\n  Sleeps N seconds (fractions allowed), e.g. to wait for cells to expire.",
+    ),
+];
+
+/// The help text for `topic`, or the list of statements; `None` for an unknown topic.
+pub fn text(topic: Option<&str>) -> Option<String> {
+    let Some(topic) = topic else {
+        let mut out = String::from("Statements and shell commands (help <statement> for more):\n");
+        for (_, summary, _) in TOPICS {
+            out.push_str("  ");
+            out.push_str(summary);
+            out.push('\n');
+        }
+        return Some(out);
+    };
+    let topic = topic.trim_end_matches(';').trim();
+    let topic = match topic {
+        "exit" => "quit",
+        "create database" => "create namespace",
+        "drop database" => "drop namespace",
+        "describe" => "describe table",
+        "load" | "load data" => "load data infile",
+        "dump" => "dump table",
+        t => t,
+    };
+    TOPICS
+        .iter()
+        .find(|(t, _, _)| *t == topic)
+        .or_else(|| TOPICS.iter().find(|(t, _, _)| t.starts_with(topic)))
+        .map(|(_, _, page)| format!("{page}\n"))
+}

@@ -1,0 +1,42 @@
+//! `ht shell`: the command line of the HQL shell (the shell itself is `hql::shell`).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+/// Flags of `ht shell`, as Hypertable's shell took them.
+#[derive(Args, Debug)]
+pub struct ShellArgs {
+    /// Statements to run (separated by `;`), then exit.
+    #[arg(short = 'e', long = "execute")]
+    execute: Option<String>,
+    /// A file of statements to run, then exit.
+    #[arg(short = 'f', long = "command-file")]
+    command_file: Option<PathBuf>,
+    /// No prompt; stop at the first error with a non-zero exit code.
+    #[arg(long)]
+    batch: bool,
+    /// The namespace to start in.
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Echo statements, errors on standard output, no timings (for comparing outputs).
+    #[arg(long = "test-mode")]
+    test_mode: bool,
+    /// The embedded database's directory.
+    #[arg(long = "data-dir", default_value = "./ht-data")]
+    data_dir: PathBuf,
+}
+
+/// Runs the shell; returns the process exit code.
+pub fn run(args: ShellArgs) -> i32 {
+    hql::shell::run(&hql::shell::ShellConfig {
+        options: hql::shell::ShellOptions {
+            batch: args.batch,
+            test_mode: args.test_mode,
+            namespace: args.namespace,
+        },
+        execute: args.execute,
+        command_file: args.command_file,
+        data_dir: args.data_dir,
+    })
+}
