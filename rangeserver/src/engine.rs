@@ -81,7 +81,11 @@ impl Default for EngineOptions {
             cell_cache_limit_bytes: 256 << 20,
             cell_cache_flush_bytes: 64 << 20,
             block_cache_bytes: 128 << 20,
-            commit_log: CommitLogOptions::default(),
+            // Room for the largest batch a client may send (see `apply`).
+            commit_log: CommitLogOptions {
+                max_block_bytes: 32 << 20,
+                ..CommitLogOptions::default()
+            },
             split_size_bytes: 512 << 20,
             max_stores_per_group: 8,
             maintenance_threads: 2,
@@ -867,8 +871,17 @@ impl Engine {
         }
         let inner = &self.inner;
         let table = inner.table(table_id)?;
+        let mut entry_bytes = 16usize;
         for m in mutations {
             validate_mutation(&table, m)?;
+            entry_bytes += m.row.len() + m.qualifier.len() + m.value.len() + 40;
+        }
+        let limit = inner.opts.commit_log.max_block_bytes;
+        if entry_bytes > limit {
+            return Err(Error::InvalidInput(format!(
+                "a batch of {} cells and about {entry_bytes} bytes exceeds the limit of {limit} bytes per batch; send it in smaller batches",
+                mutations.len()
+            )));
         }
         self.wait_for_memory();
         let _gate = inner.gate.read();
@@ -1308,9 +1321,27 @@ fn varint_len(mut v: u64) -> usize {
     n
 }
 
+/// Longest row key or qualifier accepted.
+pub const MAX_ROW_OR_QUALIFIER_BYTES: usize = 64 << 10;
+/// Largest value accepted.
+pub const MAX_VALUE_BYTES: usize = 16 << 20;
+
 fn validate_mutation(table: &TableInfo, m: &Mutation) -> Result<()> {
     if m.row.is_empty() {
         return Err(Error::InvalidInput("empty row key".into()));
+    }
+    if m.row.len() > MAX_ROW_OR_QUALIFIER_BYTES || m.qualifier.len() > MAX_ROW_OR_QUALIFIER_BYTES {
+        return Err(Error::InvalidInput(format!(
+            "row key or qualifier longer than {MAX_ROW_OR_QUALIFIER_BYTES} bytes (row starts {:?})",
+            String::from_utf8_lossy(&m.row[..m.row.len().min(40)])
+        )));
+    }
+    if m.value.len() > MAX_VALUE_BYTES {
+        return Err(Error::InvalidInput(format!(
+            "value of {} bytes is larger than {MAX_VALUE_BYTES} bytes (row {:?})",
+            m.value.len(),
+            String::from_utf8_lossy(&m.row[..m.row.len().min(40)])
+        )));
     }
     if m.flag == CellFlag::DeleteRow {
         return Ok(());

@@ -146,3 +146,31 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn oversized_cells_and_batches_are_refused_whole() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let local: Arc<dyn Fs> = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(local, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    e.create_table(schema()).unwrap();
+    let big_row = Mutation::insert(vec![b'r'; 70_000], 1, "q", "v");
+    let err = e
+        .apply(7, &[Mutation::insert("ok", 1, "q", "v"), big_row])
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidInput(_)), "{err}");
+    let big_value = Mutation::insert("r", 1, "q", vec![0u8; 17 << 20]);
+    assert!(matches!(
+        e.apply(7, &[big_value]),
+        Err(Error::InvalidInput(_))
+    ));
+    let many: Vec<Mutation> = (0..3)
+        .map(|i| Mutation::insert(format!("r{i}"), 1, "q", vec![1u8; 15 << 20]))
+        .collect();
+    let err = e.apply(7, &many).unwrap_err();
+    assert!(err.to_string().contains("smaller batches"), "{err}");
+    assert_eq!(count(&e), 0, "nothing of a refused batch is applied");
+    e.apply(7, &many[..1]).unwrap();
+    e.compact(Some(7), CompactionKind::Minor).unwrap();
+    assert_eq!(count(&e), 1);
+}
