@@ -1,6 +1,7 @@
 //! `ht`: the one binary (shell, servers, loader, benchmarks).
 
 mod bench;
+mod load_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -20,6 +21,8 @@ enum Command {
         #[command(subcommand)]
         bench: bench::BenchCommand,
     },
+    /// Loads a TSV file into a table of the embedded database (LOAD DATA INFILE).
+    Load(load_cmd::LoadArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -27,6 +30,7 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Version => println!("ht {}", env!("CARGO_PKG_VERSION")),
         Command::Bench { bench } => bench::run(bench)?,
+        Command::Load(args) => load_cmd::run(args)?,
     }
     Ok(())
 }
