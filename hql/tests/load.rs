@@ -536,3 +536,30 @@ fn delete_flag_names_are_the_engine_flags() {
     // The dump format's keywords map onto the engine's flags one to one.
     assert_eq!(CellFlag::from_u8(0), Some(CellFlag::DeleteRow));
 }
+
+#[test]
+fn testdata_gz_sample_loads_like_its_decompressed_text() {
+    use std::io::Read;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/query-log-10000.tsv.gz");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).unwrap())
+        .read_to_string(&mut text)
+        .unwrap();
+    let cells: u64 = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').skip(1).filter(|f| !f.is_empty()).count() as u64)
+        .sum();
+    let d = db(&["query", "item", "click_url"]);
+    let r = d
+        .run(
+            &format!("LOAD DATA INFILE \"{}\" INTO TABLE t", path.display()),
+            false,
+            None,
+        )
+        .unwrap();
+    assert_eq!((r.lines, r.cells), (10_000, cells));
+    let d2 = db(&["query", "item", "click_url"]);
+    d2.load("", &text);
+    assert_eq!(d.rcv(), d2.rcv());
+}

@@ -58,7 +58,11 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         row_key_columns: args
             .row_key_column
             .as_deref()
-            .map(|s| s.split('+').map(|k| hql::parse_key_spec(k.trim())).collect())
+            .map(|s| {
+                s.split('+')
+                    .map(|k| hql::parse_key_spec(k.trim()))
+                    .collect()
+            })
             .unwrap_or_default(),
         timestamp_column: args.timestamp_column,
         header_file: args.header_file,

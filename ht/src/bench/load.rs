@@ -208,7 +208,8 @@ fn engine_once(
                     if !v.is_empty() {
                         batch.push(Mutation::insert(row.clone(), ids[i], qualifiers[i], v));
                         if batch.len() == ENGINE_BATCH {
-                            let full = std::mem::replace(&mut batch, Vec::with_capacity(ENGINE_BATCH));
+                            let full =
+                                std::mem::replace(&mut batch, Vec::with_capacity(ENGINE_BATCH));
                             if tx.send(full).is_err() {
                                 return Ok(());
                             }

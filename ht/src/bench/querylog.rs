@@ -96,7 +96,8 @@ pub fn run(args: GenArgs) -> anyhow::Result<()> {
     }
     match &args.out {
         Some(p) => {
-            let f = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+            let f =
+                std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
             let w = std::io::BufWriter::with_capacity(1 << 20, f);
             if p.extension().is_some_and(|e| e == "gz") {
                 let mut gz = flate2::write::GzEncoder::new(w, flate2::Compression::default());
@@ -177,7 +178,11 @@ impl Generator {
                 let mid = (lo + zipf_cdf[r]) / 2.0;
                 let n = len_cdf.partition_point(|&c| c < mid).min(len_cdf.len() - 1) + 1;
                 // The last bucket is 12 letters or more.
-                let n = if n == WORD_LENGTHS.len() { n + rng.random_range(0..4) } else { n };
+                let n = if n == WORD_LENGTHS.len() {
+                    n + rng.random_range(0..4)
+                } else {
+                    n
+                };
                 (0..n).map(|_| rng.random_range(b'a'..=b'z')).collect()
             })
             .collect();
@@ -319,11 +324,19 @@ pub fn fit(files: &[PathBuf]) -> anyhow::Result<String> {
             let (id, query, rank, url) = match f[..] {
                 [id, q, _, r, u] => (id, q, r, u),
                 [id, q, r, u] => (id, q, r, u),
-                _ => bail!("{}: line {}: {} fields, expected 4 or 5", path.display(), i + 1, f.len()),
+                _ => bail!(
+                    "{}: line {}: {} fields, expected 4 or 5",
+                    path.display(),
+                    i + 1,
+                    f.len()
+                ),
             };
             s.lines += 1;
             s.id_bytes += id.len() as u64;
-            let idn: u64 = std::str::from_utf8(id).ok().and_then(|t| t.parse().ok()).unwrap_or(0);
+            let idn: u64 = std::str::from_utf8(id)
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(0);
             s.id_min = s.id_min.min(idn);
             s.id_max = s.id_max.max(idn);
             if id != prev.0.as_slice() {
@@ -341,12 +354,17 @@ pub fn fit(files: &[PathBuf]) -> anyhow::Result<String> {
             }
             s.words += n;
             s.words_hist[(n as usize).min(6)] += 1;
-            s.cells += u64::from(!query.is_empty()) + u64::from(!rank.is_empty()) + u64::from(!url.is_empty());
+            s.cells += u64::from(!query.is_empty())
+                + u64::from(!rank.is_empty())
+                + u64::from(!url.is_empty());
             if rank.is_empty() {
                 s.rank_empty += 1;
             } else {
                 s.rank_bytes += rank.len() as u64;
-                let r: usize = std::str::from_utf8(rank).ok().and_then(|t| t.parse().ok()).unwrap_or(0);
+                let r: usize = std::str::from_utf8(rank)
+                    .ok()
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(0);
                 s.rank_hist[r.min(10)] += 1;
             }
             if url.is_empty() {
@@ -372,7 +390,11 @@ pub fn fit(files: &[PathBuf]) -> anyhow::Result<String> {
         pts.iter().map(|p| p.1).sum::<f64>() / m,
     );
     let slope = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum::<f64>()
-        / pts.iter().map(|p| (p.0 - mx).powi(2)).sum::<f64>().max(f64::MIN_POSITIVE);
+        / pts
+            .iter()
+            .map(|p| (p.0 - mx).powi(2))
+            .sum::<f64>()
+            .max(f64::MIN_POSITIVE);
     let ranked = s.lines - s.rank_empty;
     let mut out = String::new();
     use std::fmt::Write as _;
@@ -387,7 +409,14 @@ pub fn fit(files: &[PathBuf]) -> anyhow::Result<String> {
         n / s.users.max(1) as f64
     );
     let hist: Vec<String> = (1..=6)
-        .map(|k| format!("{}{}: {:.1}%", k, if k == 6 { "+" } else { "" }, pct(s.words_hist[k], s.lines)))
+        .map(|k| {
+            format!(
+                "{}{}: {:.1}%",
+                k,
+                if k == 6 { "+" } else { "" },
+                pct(s.words_hist[k], s.lines)
+            )
+        })
         .collect();
     let _ = writeln!(
         out,
