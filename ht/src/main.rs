@@ -1,6 +1,7 @@
 //! `ht`: the one binary (shell, servers, loader, benchmarks).
 
 mod bench;
+mod load_cmd;
 mod shell;
 
 use clap::{Parser, Subcommand};
@@ -23,6 +24,8 @@ enum Command {
         #[command(subcommand)]
         bench: bench::BenchCommand,
     },
+    /// Loads a TSV file into a table of the embedded database (LOAD DATA INFILE).
+    Load(load_cmd::LoadArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -31,6 +34,7 @@ fn main() -> anyhow::Result<()> {
         Command::Version => println!("ht {}", env!("CARGO_PKG_VERSION")),
         Command::Shell(args) => std::process::exit(shell::run(args)),
         Command::Bench { bench } => bench::run(bench)?,
+        Command::Load(args) => load_cmd::run(args)?,
     }
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! `ht bench`: benchmarks that run ht next to a reference and report medians and ratios.
 
 pub mod engine;
+pub mod load;
+pub mod querylog;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -13,12 +15,18 @@ use clap::Subcommand;
 pub enum BenchCommand {
     /// The storage engine against RocksDB's db_bench (BENCH.md section 1).
     Engine(engine::EngineArgs),
+    /// Writes a deterministic query log fitted to the AOL files (or, with --fit, measures them).
+    GenQueryLog(querylog::GenArgs),
+    /// LOAD DATA INFILE of a query log against the engine's own write rate (BENCH.md section 2).
+    Load(load::LoadArgs),
 }
 
 /// Runs one benchmark.
 pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     match cmd {
         BenchCommand::Engine(args) => engine::run(args),
+        BenchCommand::GenQueryLog(args) => querylog::run(args),
+        BenchCommand::Load(args) => load::run(args),
     }
 }
 

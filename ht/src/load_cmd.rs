@@ -1,0 +1,100 @@
+//! `ht load`: LOAD DATA INFILE from the command line, on the embedded database.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use client::embedded::{EmbeddedClient, EmbeddedOptions};
+use hql::ast::{DataSource, LoadData, LoadOptions, LoadTarget};
+use hql::load::{LoadContext, load_data};
+
+/// Options of `ht load` (the LOAD DATA INFILE options as flags).
+#[derive(Args, Debug)]
+pub struct LoadArgs {
+    /// The input file (`.gz` is decompressed; `-` reads standard input).
+    file: String,
+    /// The table to load into (relative to --namespace).
+    #[arg(long)]
+    table: String,
+    #[arg(long, default_value = "/")]
+    namespace: String,
+    /// The embedded database's directory.
+    #[arg(long, env = "HT_DATA_DIR", default_value = "ht-data")]
+    data_dir: PathBuf,
+    /// Count, report and skip bad lines instead of stopping at the first.
+    #[arg(long)]
+    skip_bad_lines: bool,
+    /// ROW_KEY_COLUMN: fields joined by `+`, each with an optional `%0N`, `%-N` or `%N` width.
+    #[arg(long, value_name = "SPEC")]
+    row_key_column: Option<String>,
+    #[arg(long, value_name = "COLUMN")]
+    timestamp_column: Option<String>,
+    #[arg(long, value_name = "FILE")]
+    header_file: Option<String>,
+    #[arg(long)]
+    no_escape: bool,
+    /// The field separator (default: tab).
+    #[arg(long, value_name = "C")]
+    fs: Option<String>,
+    #[arg(long)]
+    ignore_unknown_columns: bool,
+    #[arg(long)]
+    single_cell_format: bool,
+    /// DUPLICATE_KEY_COLUMNS: store key fields as cells too.
+    #[arg(long)]
+    dup_key_cols: bool,
+    #[arg(long, value_name = "N")]
+    row_uniquify_chars: Option<u32>,
+    #[arg(long)]
+    no_log: bool,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Runs `ht load`.
+pub fn run(args: LoadArgs) -> anyhow::Result<()> {
+    let options = LoadOptions {
+        row_key_columns: args
+            .row_key_column
+            .as_deref()
+            .map(|s| {
+                s.split('+')
+                    .map(|k| hql::parse_key_spec(k.trim()))
+                    .collect()
+            })
+            .unwrap_or_default(),
+        timestamp_column: args.timestamp_column,
+        header_file: args.header_file,
+        row_uniquify_chars: args.row_uniquify_chars,
+        duplicate_key_columns: args.dup_key_cols,
+        ignore_unknown_columns: args.ignore_unknown_columns,
+        single_cell_format: args.single_cell_format,
+        no_escape: args.no_escape,
+        field_separator: args.fs,
+        no_log: args.no_log,
+    };
+    let source = if args.file == "-" {
+        DataSource::Stdin
+    } else {
+        DataSource::File(args.file)
+    };
+    let stmt = LoadData {
+        options,
+        source,
+        target: LoadTarget::Table(args.table),
+    };
+    let client = EmbeddedClient::open(&args.data_dir, EmbeddedOptions::default())
+        .with_context(|| format!("opening the database in {}", args.data_dir.display()))?;
+    let mut stdin = std::io::stdin().lock();
+    let ctx = LoadContext {
+        client: &client,
+        namespace: &args.namespace,
+        progress: !args.quiet,
+        skip_bad_lines: args.skip_bad_lines,
+        stdin: Some(&mut stdin),
+    };
+    let report = load_data(ctx, &stmt)?;
+    println!("{report}");
+    Ok(())
+}
