@@ -287,7 +287,7 @@ impl Shell {
                                 );
                             }
                             if let Some(r) = &s.report {
-                                let _ = err.write_all(load_report(r).as_bytes());
+                                let _ = writeln!(err, "{r}");
                             }
                         }
                         if matches!(stmt, Statement::Shutdown) {
@@ -442,30 +442,6 @@ pub fn run(config: &ShellConfig) -> i32 {
         _ if config.options.batch && had_error => 1,
         _ => 0,
     }
-}
-
-/// The lines printed after LOAD DATA INFILE, as Hypertable's shell printed them.
-fn load_report(r: &crate::load::LoadReport) -> String {
-    let secs = r.elapsed.as_secs_f64();
-    let per_sec = |n: f64| if secs > 0.0 { n / secs } else { 0.0 };
-    let avg = |bytes: u64| {
-        if r.cells > 0 {
-            bytes as f64 / r.cells as f64
-        } else {
-            0.0
-        }
-    };
-    format!(
-        "Load complete.\n\n  Elapsed time:  {secs:.2} s\nAvg key size:  {:.2} bytes\n\
-         Avg value size:  {:.2} bytes\n  Throughput:  {:.2} bytes/s\n\
-         Total cells:  {}\n  Throughput:  {:.2} cells/s\n  Skipped lines:  {}\n",
-        avg(r.key_bytes),
-        avg(r.value_bytes),
-        per_sec((r.key_bytes + r.value_bytes) as f64),
-        r.cells,
-        per_sec(r.cells as f64),
-        r.skipped_lines
-    )
 }
 
 #[cfg(test)]

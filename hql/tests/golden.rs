@@ -1,6 +1,7 @@
 //! Golden tests of the shell: each `tests/golden/*.hql` runs in test mode against a fresh
 //! embedded database and its output must equal the `.golden` file beside it.
 //!
+//! `$DATA` stands for `tests/golden/data/` (input files for LOAD DATA INFILE).
 //! `$TMP` in a script stands for a scratch directory; files the script writes under
 //! `$TMP/files/` are appended to the output (gzip files decompressed) so that INTO FILE and
 //! DUMP TABLE output is checked too. `UPDATE_GOLDEN=1 cargo test -p hql --test golden`
@@ -32,7 +33,9 @@ fn run_script(script: &str) -> String {
     .expect("shell");
     let mut out = Vec::new();
     let mut err = Vec::new();
-    shell.run_script(&script.replace("$TMP", &tmp), &mut out, &mut err);
+    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/data");
+    let script = script.replace("$TMP", &tmp).replace("$DATA", data);
+    shell.run_script(&script, &mut out, &mut err);
     assert!(
         err.is_empty(),
         "test mode wrote to stderr: {}",
@@ -58,7 +61,9 @@ fn run_script(script: &str) -> String {
         out.extend_from_slice(format!("--- file {name} ---\n").as_bytes());
         out.extend_from_slice(&content);
     }
-    String::from_utf8_lossy(&out).replace(&tmp, "$TMP")
+    String::from_utf8_lossy(&out)
+        .replace(&tmp, "$TMP")
+        .replace(data, "$DATA")
 }
 
 #[test]
