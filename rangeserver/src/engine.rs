@@ -662,6 +662,14 @@ impl Engine {
                 schema.name, schema.id
             )));
         }
+        // Ids are never reused: the log may still hold cells of a dropped table with this id.
+        let used = inner.meta.lock().state().max_table_id;
+        if schema.id <= used {
+            return Err(Error::InvalidInput(format!(
+                "table id {} was used before (ids up to {used} are taken); table ids are never reused",
+                schema.id
+            )));
+        }
         let recs: Vec<RangeRecord> = bounds
             .iter()
             .map(|(s, e)| empty_range_record(inner, &schema, s.clone(), e.clone()))
@@ -747,16 +755,25 @@ impl Engine {
                 rebuilt.push((Arc::new(r), old_r.clone()));
             }
             inner.meta.lock().write(ops)?;
+            // Lock order: `tables` before `ranges`, as everywhere.
+            let mut tables = inner.tables.write();
             let mut ranges = inner.ranges.write();
             for (r, old_r) in rebuilt {
                 old_r.retired.store(true, Ordering::Release);
+                // Groups the new schema no longer has: their memory and files go.
+                for g in old_r
+                    .groups
+                    .iter()
+                    .filter(|g| !schema.access_groups.iter().any(|a| a.name == g.name))
+                {
+                    let st = g.state();
+                    inner.sub_cache_bytes(st.cache_bytes());
+                    maintenance::retire(inner, &st.stores);
+                }
                 let end = r.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
                 ranges.insert((r.table_id, end), r);
             }
-            inner
-                .tables
-                .write()
-                .insert(schema.id, Arc::new(TableInfo::new(schema.clone())));
+            tables.insert(schema.id, Arc::new(TableInfo::new(schema.clone())));
             Ok(())
         })
     }
@@ -803,7 +820,7 @@ impl Engine {
         {
             inner.fs.rmdir(&dir, true)?;
         }
-        inner.log.purge(maintenance::purge_point(inner))?;
+        maintenance::purge_log(inner)?;
         Ok(())
     }
 
@@ -1343,8 +1360,19 @@ fn validate_mutation(table: &TableInfo, m: &Mutation) -> Result<()> {
             String::from_utf8_lossy(&m.row[..m.row.len().min(40)])
         )));
     }
-    if m.flag == CellFlag::DeleteRow {
-        return Ok(());
+    match m.flag {
+        CellFlag::DeleteRow if m.family != 0 || !m.qualifier.is_empty() => {
+            return Err(Error::InvalidInput(
+                "a row delete has family 0 and an empty qualifier".into(),
+            ));
+        }
+        CellFlag::DeleteRow => return Ok(()),
+        CellFlag::DeleteColumnFamily if !m.qualifier.is_empty() => {
+            return Err(Error::InvalidInput(
+                "a column family delete has an empty qualifier".into(),
+            ));
+        }
+        _ => {}
     }
     let f = table
         .schema

@@ -223,8 +223,16 @@ pub fn purge_point(inner: &Inner) -> i64 {
     }
 }
 
-fn purge_log(inner: &Inner) -> Result<()> {
-    let n = inner.log.purge(purge_point(inner))?;
+/// Removes commit-log fragments that hold only flushed cells. The purge point is taken with the
+/// apply gate held exclusively: an applier holds it shared from revision assignment until its
+/// cells are in a cache, so no acknowledged-but-uncached batch can be missed. Cells applied after
+/// get higher revisions than the point, so their fragments are kept.
+pub fn purge_log(inner: &Inner) -> Result<()> {
+    let point = {
+        let _gate = inner.gate.write();
+        purge_point(inner)
+    };
+    let n = inner.log.purge(point)?;
     inner.counters.purged.fetch_add(n as u64, Ordering::Relaxed);
     Ok(())
 }
@@ -294,33 +302,48 @@ fn store_options(inner: &Inner, range: &Range, gi: usize) -> Result<CellStoreOpt
 }
 
 /// Writes everything `src` yields into a new cell store of the group and opens it.
+/// Returns the store (`None` if `src` was empty) and the number to use after it.
 fn write_store(
     inner: &Inner,
     range: &Range,
     gi: usize,
     next_store: u64,
     src: &mut dyn CellIter,
-) -> Result<Option<Arc<CellStore>>> {
+) -> Result<(Option<Arc<CellStore>>, u64)> {
     let g = &range.groups[gi];
     let dir = inner.store_dir(range.table_id, &g.name, range.id);
-    let path = format!("{dir}/cs{next_store}");
-    // A file by this name can only be a leftover of a failed attempt: it is not referenced.
-    if inner.fs.exists(&path)? {
+    // A file with the next number may be left by an attempt whose meta-log write failed after
+    // reaching the disk, and so may be referenced: never overwrite, take the next free number.
+    // Unreferenced leftovers are removed at open.
+    let mut number = next_store;
+    while inner.fs.exists(&format!("{dir}/cs{number}"))? {
+        number += 1;
+    }
+    let path = format!("{dir}/cs{number}");
+    let written = (|| -> Result<u64> {
+        let mut w = CellStoreWriter::create(&inner.fs, &path, store_options(inner, range, gi)?)?;
+        src.seek(b"")?;
+        while src.valid() {
+            w.add(src.key(), src.value())?;
+            src.next()?;
+        }
+        let cells = w.cells();
+        w.finish()?;
+        Ok(cells)
+    })();
+    let cells = match written {
+        Ok(c) => c,
+        Err(e) => {
+            // This file is ours and nothing references it: do not leave it behind.
+            let _ = inner.fs.remove(&path);
+            return Err(e);
+        }
+    };
+    if cells == 0 {
         inner.fs.remove(&path)?;
+        return Ok((None, number + 1));
     }
-    let mut w = CellStoreWriter::create(&inner.fs, &path, store_options(inner, range, gi)?)?;
-    src.seek(b"")?;
-    while src.valid() {
-        w.add(src.key(), src.value())?;
-        src.next()?;
-    }
-    let empty = w.cells() == 0;
-    w.finish()?;
-    if empty {
-        inner.fs.remove(&path)?;
-        return Ok(None);
-    }
-    Ok(Some(inner.open_store(&path)?))
+    Ok((Some(inner.open_store(&path)?), number + 1))
 }
 
 /// Persists the range with `new_group` in place of group `gi`, then swaps it in memory.
@@ -349,6 +372,11 @@ fn commit_group(
     }))
 }
 
+/// Hands stores nothing will reference any more to garbage collection.
+pub fn retire(inner: &Inner, stores: &[Arc<CellStore>]) {
+    retire_stores(inner, stores, &[]);
+}
+
 fn retire_stores(inner: &Inner, old: &[Arc<CellStore>], new: &[Arc<CellStore>]) {
     let mut pending = inner.gc_pending.lock();
     for s in old {
@@ -371,7 +399,7 @@ fn compact_locked(inner: &Inner, range: &Range, gi: usize, kind: CompactionKind)
             let st = g.state();
             let frozen = st.frozen.clone().expect("frozen after freeze");
             let mut src = BoundedIter::new(frozen.iter(), bounds.0, bounds.1);
-            let new = write_store(inner, range, gi, st.next_store, &mut src)?;
+            let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut src)?;
             let mut stores = st.stores.clone();
             stores.extend(new);
             commit_group(
@@ -384,7 +412,7 @@ fn compact_locked(inner: &Inner, range: &Range, gi: usize, kind: CompactionKind)
                     frozen_revision: i64::MIN,
                     stores,
                     flushed_revision: st.frozen_revision.max(st.flushed_revision),
-                    next_store: st.next_store + 1,
+                    next_store,
                 },
             )?;
             inner.sub_cache_bytes(frozen.memory_bytes());
@@ -417,7 +445,7 @@ fn compact_locked(inner: &Inner, range: &Range, gi: usize, kind: CompactionKind)
                 false,
             );
             let mut src = VisibleCells::new(raw, vopts);
-            let new = write_store(inner, range, gi, st.next_store, &mut src)?;
+            let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut src)?;
             let stores: Vec<Arc<CellStore>> = new.into_iter().collect();
             let frozen_bytes = st.frozen.as_ref().map_or(0, |f| f.memory_bytes());
             commit_group(
@@ -430,7 +458,7 @@ fn compact_locked(inner: &Inner, range: &Range, gi: usize, kind: CompactionKind)
                     frozen_revision: i64::MIN,
                     stores: stores.clone(),
                     flushed_revision: st.frozen_revision.max(st.flushed_revision),
-                    next_store: st.next_store + 1,
+                    next_store,
                 },
             )?;
             retire_stores(inner, &st.stores, &stores);
@@ -457,7 +485,7 @@ fn merge_stores(inner: &Inner, range: &Range, gi: usize, min_stores: usize) -> R
         .map(|s| Box::new(s.scanner(false)) as Box<dyn CellIter>)
         .collect();
     let mut src = BoundedIter::new(MergeIter::new(children), bounds.0, bounds.1);
-    let new = write_store(inner, range, gi, st.next_store, &mut src)?;
+    let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut src)?;
     let stores: Vec<Arc<CellStore>> = new.into_iter().collect();
     commit_group(
         inner,
@@ -465,7 +493,7 @@ fn merge_stores(inner: &Inner, range: &Range, gi: usize, min_stores: usize) -> R
         gi,
         GroupState {
             stores: stores.clone(),
-            next_store: st.next_store + 1,
+            next_store,
             ..(*st).clone()
         },
     )?;

@@ -54,6 +54,8 @@ pub enum MetaOp {
     RemoveRange(u64),
     /// The next range id to hand out (ids are never reused).
     NextRangeId(u64),
+    /// The highest table id ever created here (table ids are never reused).
+    MaxTableId(u32),
     /// Closes a snapshot; a file without it (other than file 0) is ignored.
     SnapshotEnd,
     /// Sets an attribute: a small key/value store for the layer that embeds the engine
@@ -68,6 +70,8 @@ pub struct MetaState {
     pub tables: BTreeMap<u32, TableSchema>,
     pub ranges: BTreeMap<u64, RangeRecord>,
     pub next_range_id: u64,
+    /// The highest table id ever created (0 if none).
+    pub max_table_id: u32,
     pub attrs: BTreeMap<String, String>,
 }
 
@@ -75,8 +79,10 @@ impl MetaState {
     fn apply(&mut self, op: &MetaOp) {
         match op {
             MetaOp::PutTable(s) => {
+                self.max_table_id = self.max_table_id.max(s.id);
                 self.tables.insert(s.id, s.clone());
             }
+            MetaOp::MaxTableId(n) => self.max_table_id = self.max_table_id.max(*n),
             MetaOp::DropTable(id) => {
                 self.tables.remove(id);
                 self.ranges.retain(|_, r| r.table_id != *id);
@@ -108,6 +114,7 @@ impl MetaState {
             .collect();
         ops.extend(self.ranges.values().cloned().map(MetaOp::PutRange));
         ops.push(MetaOp::NextRangeId(self.next_range_id));
+        ops.push(MetaOp::MaxTableId(self.max_table_id));
         ops.extend(
             self.attrs
                 .iter()

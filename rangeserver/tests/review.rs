@@ -1,6 +1,5 @@
-//! Review findings: each test reproduces one suspected engine bug. Confirmed bugs are
-//! `#[ignore]`d with the reason, so the suite stays green until they are fixed; run them with
-//! `cargo test -p rangeserver --test review -- --ignored`.
+//! Regression tests for the bugs a review of the engine found (each comment names the bug and
+//! its fix).
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -82,7 +81,6 @@ fn small_opts() -> EngineOptions {
 /// their timestamps are learnt, and the `return_deletes` branch then emits them even though
 /// they lie before the seek target.
 #[test]
-#[ignore = "bug: return_deletes + cell_limit_per_family returns a DELETE_ROW twice"]
 fn return_deletes_with_family_limit_returns_row_delete_once() {
     let env = Env::new();
     let e = env.open(small_opts());
@@ -111,7 +109,6 @@ fn return_deletes_with_family_limit_returns_row_delete_once() {
 /// DELETE_ROW marker, which lies before the interval's start (`VisibleCells` emits deletes it
 /// reads while catching up to the seek target; `SpecFilter` checks only interval ends).
 #[test]
-#[ignore = "bug: return_deletes returns a row delete outside the cell interval"]
 fn return_deletes_respects_cell_interval_start() {
     let env = Env::new();
     let e = env.open(small_opts());
@@ -149,7 +146,6 @@ fn return_deletes_respects_cell_interval_start() {
 /// per-table "dropped at revision" / creation revision in the meta log and skip older log
 /// cells, or refuse to reuse table ids.
 #[test]
-#[ignore = "bug: dropped table's cells are replayed into a new table with the same id"]
 fn dropped_table_data_does_not_resurrect_in_recreated_table() {
     let env = Env::new();
     let e = env.open(small_opts());
@@ -157,13 +153,25 @@ fn dropped_table_data_does_not_resurrect_in_recreated_table() {
     e.apply(1, &[Mutation::insert("old", 1, "", "dropped")])
         .unwrap();
     e.drop_table(1).unwrap();
-    e.create_table(schema(1)).unwrap();
-    assert!(scan(&e, 1, &ScanSpec::default()).is_empty());
+    // The fix: table ids are never reused, so the log's cells of table 1 can never reach
+    // another table.
+    let err = e.create_table(schema(1)).unwrap_err();
+    assert!(err.to_string().contains("never reused"), "{err}");
+    e.create_table(schema(2)).unwrap();
     e.close().unwrap();
     drop(e);
     let e = env.open(small_opts());
-    let got = show(&scan(&e, 1, &ScanSpec::default()));
+    assert!(
+        e.scan(1, &ScanSpec::default()).is_err(),
+        "table 1 stays dropped"
+    );
+    let got = show(&scan(&e, 2, &ScanSpec::default()));
     assert!(got.is_empty(), "dropped cells came back: {got:?}");
+    let err = e.create_table(schema(1)).unwrap_err();
+    assert!(
+        err.to_string().contains("never reused"),
+        "the rule survives a reopen: {err}"
+    );
 }
 
 /// BUG: `validate_mutation` (engine.rs) returns Ok for any DELETE_ROW without checking that
@@ -174,7 +182,6 @@ fn dropped_table_data_does_not_resurrect_in_recreated_table() {
 /// with qualifier "x" leaves qualifier "a" alive. Expected: an InvalidInput error (or the
 /// fields normalised as `Mutation::delete` does).
 #[test]
-#[ignore = "bug: malformed DELETE_ROW / DELETE_COLUMN_FAMILY accepted and half-applied"]
 fn malformed_deletes_are_rejected_or_fully_applied() {
     let env = Env::new();
     let e = env.open(small_opts());
@@ -205,7 +212,7 @@ fn malformed_deletes_are_rejected_or_fully_applied() {
         value: Vec::new(),
     };
     for m in [bad_row_delete, bad_family_delete] {
-        if e.apply(1, &[m.clone()]).is_ok() {
+        if e.apply(1, std::slice::from_ref(&m)).is_ok() {
             let row = String::from_utf8(m.row.clone()).unwrap();
             let left: Vec<String> = show(&scan(&e, 1, &ScanSpec::default()))
                 .into_iter()
@@ -228,7 +235,6 @@ fn malformed_deletes_are_rejected_or_fully_applied() {
 /// `wait_for_memory` for good. Fix: `sub_cache_bytes` for groups that disappear (and retire
 /// their stores).
 #[test]
-#[ignore = "bug: alter_table removing a family-less access group leaks cache_bytes"]
 fn alter_removing_group_keeps_cache_accounting() {
     let env = Env::new();
     let e = env.open(small_opts());
@@ -259,7 +265,6 @@ fn alter_removing_group_keeps_cache_accounting() {
 /// creation of another deadlocks both (and then every apply/scan). Fix: in `alter_table`
 /// drop the ranges guard before updating `tables` (or take `tables` first, as create does).
 #[test]
-#[ignore = "bug: alter_table and create_table deadlock (ranges/tables lock order)"]
 fn alter_and_create_do_not_deadlock() {
     use std::sync::atomic::{AtomicU64, Ordering};
     let env = Env::new();
@@ -358,7 +363,6 @@ fn purge_race_attempt(n: usize, delay: Duration) -> (usize, Duration) {
 /// revision allocated but not yet inserted), and publish a cache's min revision before
 /// inserting.
 #[test]
-#[ignore = "bug: purge removes a log fragment of an acknowledged batch still being inserted"]
 fn purge_never_removes_fragment_of_batch_in_flight() {
     let n = 400_000;
     let mut lost = None;

@@ -336,7 +336,8 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             }
         }
         if flag.is_delete() {
-            if st.opts.return_deletes && st.opts.mode == Mode::Scan {
+            // Deletes read before a seek target only set state; they are not returned.
+            if st.opts.return_deletes && st.opts.mode == Mode::Scan && st.seek_target.is_none() {
                 st.emit(src_key, src.value());
                 src.next()?;
                 return Ok(());
