@@ -28,6 +28,8 @@ fn run_script(script: &str) -> String {
             batch: true,
             test_mode: true,
             namespace: None,
+            // A script that starts with `# --skip-bad-lines` runs as `ht shell --skip-bad-lines`.
+            skip_bad_lines: script.starts_with("# --skip-bad-lines"),
         },
     )
     .expect("shell");

@@ -25,6 +25,9 @@ pub struct ShellArgs {
     /// The embedded database's directory.
     #[arg(long = "data-dir", default_value = "./ht-data")]
     data_dir: PathBuf,
+    /// LOAD DATA INFILE counts, reports and skips bad lines instead of stopping at the first.
+    #[arg(long = "skip-bad-lines")]
+    skip_bad_lines: bool,
 }
 
 /// Runs the shell; returns the process exit code.
@@ -34,6 +37,7 @@ pub fn run(args: ShellArgs) -> i32 {
             batch: args.batch,
             test_mode: args.test_mode,
             namespace: args.namespace,
+            skip_bad_lines: args.skip_bad_lines,
         },
         execute: args.execute,
         command_file: args.command_file,

@@ -73,6 +73,8 @@ pub struct Executor {
     /// Whether LOAD DATA INFILE "-" may read this process's standard input.
     stdin_for_load: bool,
     progress: bool,
+    /// ht's `--skip-bad-lines`: LOAD DATA INFILE counts, reports and skips bad lines.
+    skip_bad_lines: bool,
 }
 
 impl Executor {
@@ -84,6 +86,7 @@ impl Executor {
             summary: Summary::default(),
             stdin_for_load: false,
             progress: false,
+            skip_bad_lines: false,
         }
     }
 
@@ -95,6 +98,11 @@ impl Executor {
     /// The database this executor works on.
     pub fn client(&self) -> &Arc<dyn Client> {
         &self.client
+    }
+
+    /// Makes LOAD DATA INFILE count, report and skip bad lines instead of stopping at the first.
+    pub fn set_skip_bad_lines(&mut self, skip: bool) {
+        self.skip_bad_lines = skip;
     }
 
     /// Lets LOAD DATA INFILE "-" read standard input, and show a progress bar.
@@ -211,7 +219,7 @@ impl Executor {
                     client: self.client.as_ref(),
                     namespace: &self.namespace,
                     progress: self.progress,
-                    skip_bad_lines: false,
+                    skip_bad_lines: self.skip_bad_lines,
                     stdin: if self.stdin_for_load {
                         Some(&mut stdin)
                     } else {
