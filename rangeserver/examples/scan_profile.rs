@@ -1,5 +1,5 @@
-//! A profiling harness for the read path: `fill DIR N` writes N cells with 8-byte random keys
-//! (like `ht bench engine`'s fillrandom), `scan DIR R` runs R full scans, `get DIR N` runs N
+//! A profiling harness: `fill DIR N` writes N cells with 8-byte random keys (like `ht bench
+//! engine`'s fillrandom), `fillseq DIR N` with sequential keys, `scan DIR R` runs R full scans, `get DIR N` runs N
 //! one-row scans. Run under `perf record` to see where reads spend their time.
 
 use std::sync::Arc;
@@ -33,15 +33,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let start = Instant::now();
     match mode {
-        "fill" => {
+        "fill" | "fillseq" => {
             let mut s = TableSchema::new(1, "/p");
             s.add_family("v");
             s.families[0].max_versions = 1;
             e.create_table(s)?;
             let mut batch = Vec::with_capacity(1000);
             for i in 0..n {
+                let k = if mode == "fill" { rnd(n) } else { i };
                 batch.push(Mutation::insert(
-                    rnd(n).to_be_bytes().to_vec(),
+                    k.to_be_bytes().to_vec(),
                     1,
                     Vec::new(),
                     format!("{i:016}"),
