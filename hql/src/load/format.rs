@@ -663,28 +663,7 @@ pub fn escape_into(raw: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// Nanoseconds since the epoch as `YYYY-MM-DD HH:MM:SS.nnnnnnnnn` (UTC), which
-/// [`crate::parse_nanos`] reads back exactly.
-pub fn format_nanos(ns: i64) -> String {
-    let secs = ns.div_euclid(1_000_000_000);
-    let nanos = ns.rem_euclid(1_000_000_000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}.{nanos:09}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
-}
+pub use crate::timestamp::format_nanos;
 
 #[cfg(test)]
 mod tests {

@@ -107,29 +107,15 @@ pub fn append_result(header: &str, line: &str) -> anyhow::Result<PathBuf> {
     Ok(path)
 }
 
-/// Current time in UTC as `YYYY-MM-DD HH:MM:SS` (no date crate needed for this one use).
+/// Current time in UTC as `YYYY-MM-DD HH:MM:SS`.
 pub fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
+    let ns = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
+        .map(|d| d.as_nanos() as i64)
         .unwrap_or(0);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let mut s = hql::format_nanos(ns);
+    s.truncate("YYYY-MM-DD HH:MM:SS".len());
+    s
 }
 
 #[cfg(test)]
