@@ -36,7 +36,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::ast::{DataSource, FileScheme, LoadData, LoadTarget};
 
-pub use format::{Families, FamilyInfo, escape_into, format_nanos, unescape_cow};
+pub use format::{Families, FamilyInfo, escape_into, escape_write, format_nanos, unescape_cow};
 use format::{FirstLine, LineParser, MAX_UNIQUIFY_CHARS, detect_layout};
 use pipeline::Pipeline;
 use sink::{FileSink, Sink, TableSink};

@@ -60,20 +60,7 @@ fn field(w: &mut dyn Write, bytes: &[u8], escape: bool) -> io::Result<()> {
     if !escape {
         return w.write_all(bytes);
     }
-    let mut start = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let esc: &[u8] = match b {
-            b'\\' => b"\\\\",
-            b'\n' => b"\\n",
-            b'\t' => b"\\t",
-            0 => b"\\0",
-            _ => continue,
-        };
-        w.write_all(&bytes[start..i])?;
-        w.write_all(esc)?;
-        start = i + 1;
-    }
-    w.write_all(&bytes[start..])
+    crate::load::escape_write(bytes, w)
 }
 
 /// One cell as one line: `[timestamp FS][revision FS]row FS family[:qualifier][FS value]`.

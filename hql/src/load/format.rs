@@ -652,15 +652,26 @@ pub fn unescape_cow(raw: &[u8], escape: bool) -> std::borrow::Cow<'_, [u8]> {
 
 /// The inverse of [`unescape_cow`]: backslash, newline, tab and NUL written as `\\ \n \t \0`.
 pub fn escape_into(raw: &[u8], out: &mut Vec<u8>) {
-    for &b in raw {
-        match b {
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0 => out.extend_from_slice(b"\\0"),
-            _ => out.push(b),
-        }
+    escape_write(raw, out).expect("writing to a Vec cannot fail");
+}
+
+/// Writes `raw` with backslash, newline, tab and NUL escaped, in runs between escapes: the one
+/// escaping routine of SELECT output, DUMP TABLE and LOAD ... INTO FILE.
+pub fn escape_write<W: std::io::Write + ?Sized>(raw: &[u8], w: &mut W) -> std::io::Result<()> {
+    let mut start = 0;
+    for (i, &b) in raw.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\t' => b"\\t",
+            0 => b"\\0",
+            _ => continue,
+        };
+        w.write_all(&raw[start..i])?;
+        w.write_all(esc)?;
+        start = i + 1;
     }
+    w.write_all(&raw[start..])
 }
 
 pub use crate::timestamp::format_nanos;
