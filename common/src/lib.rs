@@ -8,7 +8,7 @@ pub mod scan_spec;
 pub mod schema;
 
 pub use key::{Cell, CellFlag, Key, KeyRef};
-pub use mutation::Mutation;
+pub use mutation::{AsMutationRef, Mutation, MutationRef};
 pub use scan_spec::ScanSpec;
 pub use schema::{
     AccessGroupSpec, BloomFilterMode, BloomFilterSpec, Compressor, Durability, FamilySpec,

@@ -59,3 +59,55 @@ impl Mutation {
         }
     }
 }
+
+/// A cell to write, borrowing its bytes: lets callers that already hold keys and values in
+/// their own buffers write without allocating one `Vec` per field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MutationRef<'a> {
+    pub row: &'a [u8],
+    /// Family id; 0 for `DeleteRow`.
+    pub family: u8,
+    pub qualifier: &'a [u8],
+    /// `None`: the server assigns one (the cell's revision).
+    pub timestamp: Option<i64>,
+    pub flag: CellFlag,
+    pub value: &'a [u8],
+}
+
+impl<'a> MutationRef<'a> {
+    /// An insert with a server-assigned timestamp.
+    pub fn insert(row: &'a [u8], family: u8, qualifier: &'a [u8], value: &'a [u8]) -> Self {
+        Self {
+            row,
+            family,
+            qualifier,
+            timestamp: None,
+            flag: CellFlag::Insert,
+            value,
+        }
+    }
+}
+
+/// Anything that can be viewed as a [`MutationRef`]: owned and borrowed mutations.
+pub trait AsMutationRef {
+    fn as_mutation_ref(&self) -> MutationRef<'_>;
+}
+
+impl AsMutationRef for Mutation {
+    fn as_mutation_ref(&self) -> MutationRef<'_> {
+        MutationRef {
+            row: &self.row,
+            family: self.family,
+            qualifier: &self.qualifier,
+            timestamp: self.timestamp,
+            flag: self.flag,
+            value: &self.value,
+        }
+    }
+}
+
+impl AsMutationRef for MutationRef<'_> {
+    fn as_mutation_ref(&self) -> MutationRef<'_> {
+        *self
+    }
+}

@@ -108,7 +108,7 @@ impl std::fmt::Debug for EngineOptions {
     }
 }
 
-pub use common::Mutation;
+pub use common::{AsMutationRef, Mutation, MutationRef};
 
 /// A cell returned by a scan.
 pub type ScanCell = common::Cell;
@@ -881,15 +881,19 @@ impl Engine {
 
     /// Applies a batch of mutations to one table and returns once it is durable at the table's
     /// durability. Either the whole batch is applied or (on error) none of it is acknowledged.
-    pub fn apply(&self, table_id: u32, mutations: &[Mutation]) -> Result<()> {
+    pub fn apply<M: AsMutationRef>(&self, table_id: u32, mutations: &[M]) -> Result<()> {
         self.check_open()?;
         if mutations.is_empty() {
             return Ok(());
         }
+        let mutations: Vec<MutationRef<'_>> = mutations
+            .iter()
+            .map(AsMutationRef::as_mutation_ref)
+            .collect();
         let inner = &self.inner;
         let table = inner.table(table_id)?;
         let mut entry_bytes = 16usize;
-        for m in mutations {
+        for m in &mutations {
             validate_mutation(&table, m)?;
             entry_bytes += m.row.len() + m.qualifier.len() + m.value.len() + 40;
         }
@@ -920,27 +924,27 @@ impl Engine {
             let rev = base + i as i64;
             let ts = m.timestamp.unwrap_or(rev);
             kbuf.clear();
-            key::encode_parts(&m.row, m.family, &m.qualifier, m.flag, ts, rev, &mut kbuf);
+            key::encode_parts(m.row, m.family, m.qualifier, m.flag, ts, rev, &mut kbuf);
             put_varint(&mut entry, kbuf.len() as u64);
             let kstart = entry.len();
             entry.extend_from_slice(&kbuf);
             put_varint(&mut entry, m.value.len() as u64);
             let vstart = entry.len();
-            entry.extend_from_slice(&m.value);
+            entry.extend_from_slice(m.value);
             spans.push((kstart, vstart, rev));
         }
         // Route before logging, so nothing is logged that cannot be applied.
         let ranges = inner.ranges.read();
         let mut last: Option<Arc<Range>> = None;
         let mut routed: Vec<Arc<Range>> = Vec::with_capacity(mutations.len());
-        for m in mutations {
+        for m in &mutations {
             let r = match &last {
-                Some(r) if r.contains(&m.row) => r.clone(),
+                Some(r) if r.contains(m.row) => r.clone(),
                 _ => {
-                    let r = Inner::find_range(&ranges, table_id, &m.row).ok_or_else(|| {
+                    let r = Inner::find_range(&ranges, table_id, m.row).ok_or_else(|| {
                         Error::InvalidInput(format!(
                             "row {:?} of table {table_id} is not served here",
-                            String::from_utf8_lossy(&m.row)
+                            String::from_utf8_lossy(m.row)
                         ))
                     })?;
                     last = Some(r.clone());
@@ -1343,7 +1347,7 @@ pub const MAX_ROW_OR_QUALIFIER_BYTES: usize = 64 << 10;
 /// Largest value accepted.
 pub const MAX_VALUE_BYTES: usize = 16 << 20;
 
-fn validate_mutation(table: &TableInfo, m: &Mutation) -> Result<()> {
+fn validate_mutation(table: &TableInfo, m: &MutationRef<'_>) -> Result<()> {
     if m.row.is_empty() {
         return Err(Error::InvalidInput("empty row key".into()));
     }
@@ -1392,11 +1396,11 @@ fn validate_mutation(table: &TableInfo, m: &Mutation) -> Result<()> {
     }
     if f.counter
         && m.flag == CellFlag::Insert
-        && crate::scan::visible::parse_counter(&m.value).is_none()
+        && crate::scan::visible::parse_counter(m.value).is_none()
     {
         return Err(Error::InvalidInput(format!(
             "bad counter value {:?} for column '{}' (expected n, +n, -n or =n)",
-            String::from_utf8_lossy(&m.value),
+            String::from_utf8_lossy(m.value),
             f.name
         )));
     }

@@ -16,7 +16,7 @@ use common::schema::{Durability, TableSchema};
 use dfs_broker::{Fs, LocalFs};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rangeserver::engine::{Engine, EngineOptions, Mutation};
+use rangeserver::engine::{Engine, EngineOptions, MutationRef};
 use rangeserver::scan::spec::{RowInterval, ScanSpec};
 
 /// The workloads in table order; the names are db_bench's (plus the script's `_sync` suffix).
@@ -337,17 +337,15 @@ impl HtDb {
     /// Writes one cell per key in batches of [`BATCH`]; returns the time the writes took.
     fn fill(&self, keys: &[u64], values: &ValueGen) -> anyhow::Result<Duration> {
         let start = Instant::now();
-        let mut batch = Vec::with_capacity(BATCH);
+        let mut rows: Vec<[u8; 8]> = Vec::with_capacity(BATCH);
         for (i, chunk) in keys.chunks(BATCH).enumerate() {
-            batch.clear();
-            for (j, k) in chunk.iter().enumerate() {
+            // Borrowed cells, as db_bench's WriteBatch holds its keys in one buffer.
+            rows.clear();
+            rows.extend(chunk.iter().map(|k| k.to_be_bytes()));
+            let mut batch: Vec<MutationRef<'_>> = Vec::with_capacity(BATCH);
+            for (j, row) in rows.iter().enumerate() {
                 let v = values.value((i * BATCH + j) as u64);
-                batch.push(Mutation::insert(
-                    k.to_be_bytes().to_vec(),
-                    self.family,
-                    Vec::new(),
-                    v,
-                ));
+                batch.push(MutationRef::insert(row, self.family, &[], v));
             }
             self.engine.apply(TABLE_ID, &batch)?;
         }
