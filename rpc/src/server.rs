@@ -235,7 +235,7 @@ async fn serve_connection<S: Service>(
 async fn serve_stream<S: Service>(
     service: &S,
     peer: &PeerInfo,
-    mut send: quinn::SendStream,
+    send: quinn::SendStream,
     mut recv: quinn::RecvStream,
     limit: usize,
 ) {
