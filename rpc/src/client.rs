@@ -72,8 +72,8 @@ impl Client {
         } else {
             (Ipv4Addr::UNSPECIFIED, 0).into()
         };
-        let endpoint =
-            quinn::Endpoint::client(bind).map_err(|source| RpcError::Endpoint { addr: bind, source })?;
+        let endpoint = quinn::Endpoint::client(bind)
+            .map_err(|source| RpcError::Endpoint { addr: bind, source })?;
         let client = Self {
             endpoint,
             peer: addr,
@@ -104,7 +104,7 @@ impl Client {
             match frame::read_frame::<ResponseEnvelope>(&mut recv, self.options.max_message_bytes)
                 .await
             {
-                Ok(Some(response)) => self.into_result(method, response),
+                Ok(Some(response)) => self.response_result(method, response),
                 Ok(None) => Err(self.transport(method, "stream ended without a response")),
                 Err(source) => Err(self.frame_error(method, source)),
             }
@@ -140,7 +140,9 @@ impl Client {
         Req: prost::Message,
         Resp: prost::Message + Default,
     {
-        let payload = self.call(method, request.encode_to_vec().into(), deadline).await?;
+        let payload = self
+            .call(method, request.encode_to_vec().into(), deadline)
+            .await?;
         Resp::decode(payload).map_err(|e| self.frame_error(method, FrameError::Decode(e)))
     }
 
@@ -237,14 +239,14 @@ impl Client {
                 frame::read_frame::<ResponseEnvelope>(&mut recv, self.options.max_message_bytes)
                     .await
             {
-                self.into_result(method, response)?;
+                self.response_result(method, response)?;
             }
             return Err(self.transport(method, &e.to_string()));
         }
         Ok((send, recv))
     }
 
-    fn into_result(&self, method: &str, response: ResponseEnvelope) -> Result<Bytes, RpcError> {
+    fn response_result(&self, method: &str, response: ResponseEnvelope) -> Result<Bytes, RpcError> {
         remote_result(self.peer, method, response)
     }
 
@@ -337,4 +339,3 @@ impl ResponseStream {
         Ok(out)
     }
 }
-

@@ -134,11 +134,12 @@ impl ClusterCredentials {
             what: format!("key for {name}"),
             source,
         })?;
-        let mut params =
-            CertificateParams::new(vec![name.to_string()]).map_err(|source| TlsError::Generate {
+        let mut params = CertificateParams::new(vec![name.to_string()]).map_err(|source| {
+            TlsError::Generate {
                 what: format!("certificate for {name}"),
                 source,
-            })?;
+            }
+        })?;
         let mut dn = DistinguishedName::new();
         dn.push(DnType::CommonName, name);
         params.distinguished_name = dn;
@@ -157,7 +158,10 @@ impl ClusterCredentials {
                 what: format!("certificate for {name}"),
                 source,
             })?;
-        write_secret(&tls.join(format!("{name}.key")), key.serialize_pem().as_bytes())?;
+        write_secret(
+            &tls.join(format!("{name}.key")),
+            key.serialize_pem().as_bytes(),
+        )?;
         write_file(&tls.join(format!("{name}.pem")), cert.pem().as_bytes())?;
         Ok(())
     }
@@ -249,8 +253,9 @@ impl ClusterCredentials {
         max_concurrent_streams: u32,
         idle_timeout: Duration,
     ) -> Result<quinn::ServerConfig, TlsError> {
-        let crypto = quinn::crypto::rustls::QuicServerConfig::try_from(self.rustls_server_config()?)
-            .map_err(|e| config_err("QUIC server config", e))?;
+        let crypto =
+            quinn::crypto::rustls::QuicServerConfig::try_from(self.rustls_server_config()?)
+                .map_err(|e| config_err("QUIC server config", e))?;
         let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
         config.transport_config(Arc::new(transport(max_concurrent_streams, idle_timeout)?));
         Ok(config)
@@ -297,8 +302,8 @@ fn transport(
     let mut transport = quinn::TransportConfig::default();
     transport.max_concurrent_bidi_streams(max_concurrent_streams.into());
     transport.max_concurrent_uni_streams(0u32.into());
-    let idle = quinn::IdleTimeout::try_from(idle_timeout)
-        .map_err(|e| config_err("idle timeout", e))?;
+    let idle =
+        quinn::IdleTimeout::try_from(idle_timeout).map_err(|e| config_err("idle timeout", e))?;
     transport.max_idle_timeout(Some(idle));
     Ok(transport)
 }

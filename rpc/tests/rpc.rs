@@ -31,7 +31,10 @@ impl Service for TestService {
                 tokio::time::sleep(Duration::from_secs(5)).await;
                 Ok(payload)
             }
-            "fail" => Err(RpcError::service(ErrorKind::NotFound, "table t1 does not exist")),
+            "fail" => Err(RpcError::service(
+                ErrorKind::NotFound,
+                "table t1 does not exist",
+            )),
             "big" => Ok(Bytes::from(vec![7u8; 2 * 1024 * 1024])),
             other => Err(RpcError::service(
                 ErrorKind::InvalidInput,
@@ -52,7 +55,10 @@ impl Service for TestService {
             sink.send(Bytes::from(vec![i])).await?;
         }
         if method == "count_then_fail" {
-            return Err(RpcError::service(ErrorKind::Unavailable, "server going away"));
+            return Err(RpcError::service(
+                ErrorKind::Unavailable,
+                "server going away",
+            ));
         }
         Ok(())
     }
@@ -100,7 +106,10 @@ async fn echo_round_trip() {
         .await
         .expect("echo");
     assert_eq!(&reply[..], b"hello");
-    let empty = client.call("echo", Bytes::new(), DEADLINE).await.expect("echo");
+    let empty = client
+        .call("echo", Bytes::new(), DEADLINE)
+        .await
+        .expect("echo");
     assert!(empty.is_empty());
     client.close().await;
     server.shutdown(Duration::from_secs(1)).await;
@@ -148,7 +157,10 @@ async fn deadline_exceeded_names_peer_and_method() {
     assert!(text.contains("sleep"), "{text}");
     assert!(text.contains(&server.local_addr().to_string()), "{text}");
     // The connection is still usable afterwards.
-    client.call("echo", Bytes::new(), DEADLINE).await.expect("echo after timeout");
+    client
+        .call("echo", Bytes::new(), DEADLINE)
+        .await
+        .expect("echo after timeout");
 }
 
 #[tokio::test]
@@ -156,7 +168,10 @@ async fn server_error_reaches_client_with_kind_and_message() {
     let c = cluster();
     let server = serve(&c, ServerOptions::default());
     let client = connect(&c, &server).await;
-    let err = client.call("fail", Bytes::new(), DEADLINE).await.expect_err("fails");
+    let err = client
+        .call("fail", Bytes::new(), DEADLINE)
+        .await
+        .expect_err("fails");
     assert_eq!(err.kind(), ErrorKind::NotFound);
     assert!(
         matches!(&err, RpcError::Remote { method, message, .. }
@@ -190,7 +205,10 @@ async fn server_push_stream_of_n_messages() {
         .await
         .expect("open stream");
     for i in 0..3u8 {
-        assert_eq!(stream.next().await.expect("item").as_deref(), Some(&[i][..]));
+        assert_eq!(
+            stream.next().await.expect("item").as_deref(),
+            Some(&[i][..])
+        );
     }
     let err = stream.next().await.expect_err("error at end");
     assert_eq!(err.kind(), ErrorKind::Unavailable);
@@ -214,7 +232,10 @@ async fn oversize_messages_are_refused() {
         max_message_bytes: limit,
         ..ClientOptions::default()
     };
-    let config = c.client_creds.client_config(small.idle_timeout).expect("config");
+    let config = c
+        .client_creds
+        .client_config(small.idle_timeout)
+        .expect("config");
     let client = Client::connect_with(server.local_addr(), "server", config, small)
         .await
         .expect("connect");
@@ -244,7 +265,10 @@ async fn oversize_messages_are_refused() {
     assert!(err.to_string().contains("response of"), "{err}");
 
     // The connection survives all of that.
-    client.call("echo", Bytes::new(), DEADLINE).await.expect("echo");
+    client
+        .call("echo", Bytes::new(), DEADLINE)
+        .await
+        .expect("echo");
 }
 
 /// The handshake or, at the latest, the first call must fail.
@@ -259,7 +283,10 @@ async fn assert_refused(addr: SocketAddr, config: quinn::ClientConfig) {
             let result = client
                 .call("echo", Bytes::from_static(b"x"), Duration::from_secs(5))
                 .await;
-            assert!(result.is_err(), "a client without cluster credentials got an answer");
+            match result {
+                Ok(_) => panic!("a client without cluster credentials got an answer"),
+                Err(e) => assert!(!matches!(e, RpcError::Remote { .. }), "{e:?}"),
+            }
         }
     }
 }
@@ -276,7 +303,9 @@ async fn client_with_certificate_from_another_ca_is_refused() {
     let server = serve(&c, ServerOptions::default());
     let other = tempfile::tempdir().expect("tempdir");
     let foreign = foreign_cluster(other.path());
-    let config = foreign.client_config(Duration::from_secs(10)).expect("config");
+    let config = foreign
+        .client_config(Duration::from_secs(10))
+        .expect("config");
     assert_refused(server.local_addr(), config).await;
 
     // A client of another cluster that trusts our CA but presents its own certificate: still refused.
@@ -301,7 +330,10 @@ async fn client_with_certificate_from_another_ca_is_refused() {
 
     // And the real client still works.
     let client = connect(&c, &server).await;
-    client.call("echo", Bytes::new(), DEADLINE).await.expect("echo");
+    client
+        .call("echo", Bytes::new(), DEADLINE)
+        .await
+        .expect("echo");
 }
 
 #[tokio::test]
@@ -342,11 +374,61 @@ async fn graceful_shutdown_lets_calls_in_flight_finish() {
     let client = Arc::new(connect(&c, &server).await);
     let in_flight = {
         let client = client.clone();
-        tokio::spawn(async move { client.call("sleep", Bytes::from_static(b"z"), DEADLINE).await })
+        tokio::spawn(async move {
+            client
+                .call("sleep", Bytes::from_static(b"z"), DEADLINE)
+                .await
+        })
     };
     tokio::time::sleep(Duration::from_millis(200)).await;
     server.shutdown(Duration::from_secs(8)).await;
-    let reply = in_flight.await.expect("join").expect("call finished during shutdown");
+    let reply = in_flight
+        .await
+        .expect("join")
+        .expect("call finished during shutdown");
     assert_eq!(&reply[..], b"z");
-    assert!(client.call("echo", Bytes::new(), Duration::from_secs(3)).await.is_err());
+    assert!(
+        client
+            .call("echo", Bytes::new(), Duration::from_secs(3))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn idempotent_call_reconnects_after_server_restart() {
+    let c = cluster();
+    let server = serve(&c, ServerOptions::default());
+    let addr = server.local_addr();
+    let client = connect(&c, &server).await;
+    client
+        .call("echo", Bytes::new(), DEADLINE)
+        .await
+        .expect("echo");
+    server.shutdown(Duration::from_secs(1)).await;
+
+    // quinn's driver task releases the old socket shortly after shutdown returns.
+    let mut attempts = 0;
+    let restarted = loop {
+        match Server::bind(addr, &c.server_creds, TestService) {
+            Ok(server) => break server,
+            Err(e) if attempts < 50 => {
+                attempts += 1;
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => panic!("rebind the same port: {e}"),
+        }
+    };
+    let policy = rpc::RetryPolicy {
+        max_attempts: 5,
+        initial_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(200),
+    };
+    let reply = client
+        .call_idempotent("echo", Bytes::from_static(b"again"), DEADLINE, &policy)
+        .await
+        .expect("retried call reaches the restarted server");
+    assert_eq!(&reply[..], b"again");
+    restarted.shutdown(Duration::from_secs(1)).await;
 }
