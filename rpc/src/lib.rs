@@ -1,0 +1,18 @@
+//! ht's network layer: QUIC endpoints with cluster mutual TLS, framed prost messages, calls with
+//! deadlines, server-push streams and retries.
+//!
+//! Every other crate talks to other processes through this one; only this crate knows how
+//! messages are framed on the wire.
+
+pub mod client;
+pub mod error;
+pub mod frame;
+pub mod retry;
+pub mod server;
+pub mod tls;
+
+pub use client::{Client, ClientOptions, ResponseStream};
+pub use error::RpcError;
+pub use retry::{RetryPolicy, retry};
+pub use server::{PeerInfo, Server, ServerOptions, Service, StreamSink};
+pub use tls::{ClusterCredentials, TlsError};

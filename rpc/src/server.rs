@@ -1,0 +1,314 @@
+//! The server side: a quinn endpoint that serves one [`Service`] over mutual TLS.
+//!
+//! Each call is one bidirectional stream. The connection's bound on concurrent streams
+//! (`max_concurrent_bidi_streams`) bounds the calls in flight from one peer; a peer past it waits
+//! in `open_bi` until a call ends.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use common::ErrorKind;
+use tokio::sync::{mpsc, watch};
+use tracing::{debug, warn};
+
+use crate::error::RpcError;
+use crate::frame::{self, FrameError, RequestEnvelope, ResponseEnvelope};
+use crate::tls::ClusterCredentials;
+
+/// How long a finished response may wait for the peer's acknowledgement before its task ends.
+const ACK_WAIT: Duration = Duration::from_secs(5);
+
+/// Who is calling.
+#[derive(Debug, Clone)]
+pub struct PeerInfo {
+    /// The peer's UDP address.
+    pub addr: SocketAddr,
+}
+
+/// What a server serves. Methods are named by strings; payloads are prost-encoded messages.
+#[async_trait]
+pub trait Service: Send + Sync + 'static {
+    /// Answers one request with one response.
+    async fn call(&self, peer: &PeerInfo, method: &str, payload: Bytes) -> Result<Bytes, RpcError>;
+
+    /// Answers one request with a stream of messages pushed through `sink`; returning ends the
+    /// stream (an error is delivered to the client as the stream's last item).
+    async fn call_stream(
+        &self,
+        peer: &PeerInfo,
+        method: &str,
+        payload: Bytes,
+        sink: &mut StreamSink,
+    ) -> Result<(), RpcError> {
+        let _ = (peer, payload, sink);
+        Err(RpcError::service(
+            ErrorKind::NotFound,
+            format!("no streaming method {method:?}"),
+        ))
+    }
+}
+
+/// Where a streaming handler pushes its messages; flow control makes `send` wait for a slow
+/// client rather than buffer without bound.
+pub struct StreamSink {
+    send: quinn::SendStream,
+    peer: SocketAddr,
+    method: String,
+    max_message_bytes: usize,
+}
+
+impl StreamSink {
+    /// Pushes one message to the client.
+    pub async fn send(&mut self, payload: Bytes) -> Result<(), RpcError> {
+        frame::write_frame(
+            &mut self.send,
+            &ResponseEnvelope::ok(payload),
+            self.max_message_bytes,
+        )
+        .await
+        .map_err(|source| RpcError::Frame {
+            peer: self.peer,
+            method: self.method.clone(),
+            source,
+        })
+    }
+}
+
+/// Limits of a server.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Largest request or response message, in bytes.
+    pub max_message_bytes: usize,
+    /// Calls in flight per connection.
+    pub max_concurrent_streams_per_connection: u32,
+    /// A connection with no traffic for this long is closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            max_message_bytes: frame::DEFAULT_MAX_MESSAGE_BYTES,
+            max_concurrent_streams_per_connection: 256,
+            idle_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A running server. Dropping it without [`Server::shutdown`] closes the endpoint abruptly.
+pub struct Server {
+    endpoint: quinn::Endpoint,
+    local_addr: SocketAddr,
+    shutdown: watch::Sender<bool>,
+    /// Every task holds a clone of the matching sender; `recv` yields `None` once all are done.
+    tasks_done: mpsc::Receiver<()>,
+}
+
+impl Server {
+    /// Binds `addr` (port 0 picks one) and serves `service` with default limits.
+    pub fn bind<S: Service>(
+        addr: SocketAddr,
+        credentials: &ClusterCredentials,
+        service: S,
+    ) -> Result<Self, RpcError> {
+        Self::bind_with(addr, credentials, service, ServerOptions::default())
+    }
+
+    /// Binds `addr` and serves `service` with the given limits.
+    pub fn bind_with<S: Service>(
+        addr: SocketAddr,
+        credentials: &ClusterCredentials,
+        service: S,
+        options: ServerOptions,
+    ) -> Result<Self, RpcError> {
+        let config = credentials.server_config(
+            options.max_concurrent_streams_per_connection,
+            options.idle_timeout,
+        )?;
+        let endpoint = quinn::Endpoint::server(config, addr)
+            .map_err(|source| RpcError::Endpoint { addr, source })?;
+        let local_addr = endpoint
+            .local_addr()
+            .map_err(|source| RpcError::Endpoint { addr, source })?;
+        let (shutdown, shutdown_rx) = watch::channel(false);
+        let (task_token, tasks_done) = mpsc::channel(1);
+        tokio::spawn(accept_loop(
+            endpoint.clone(),
+            Arc::new(service),
+            Arc::new(options),
+            shutdown_rx,
+            task_token,
+        ));
+        Ok(Self {
+            endpoint,
+            local_addr,
+            shutdown,
+            tasks_done,
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Stops taking connections and calls, lets calls in flight finish for up to `grace`, then
+    /// closes every connection.
+    pub async fn shutdown(mut self, grace: Duration) {
+        let _ = self.shutdown.send(true);
+        if tokio::time::timeout(grace, self.tasks_done.recv())
+            .await
+            .is_err()
+        {
+            warn!(addr = %self.local_addr, "rpc server: calls still running after grace period");
+        }
+        self.endpoint.close(0u32.into(), b"shutdown");
+        let _ = tokio::time::timeout(grace, self.endpoint.wait_idle()).await;
+    }
+}
+
+async fn accept_loop<S: Service>(
+    endpoint: quinn::Endpoint,
+    service: Arc<S>,
+    options: Arc<ServerOptions>,
+    mut shutdown: watch::Receiver<bool>,
+    task_token: mpsc::Sender<()>,
+) {
+    loop {
+        let incoming = tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => break,
+            incoming = endpoint.accept() => match incoming {
+                Some(incoming) => incoming,
+                None => break,
+            },
+        };
+        let service = service.clone();
+        let options = options.clone();
+        let shutdown = shutdown.clone();
+        let token = task_token.clone();
+        tokio::spawn(async move {
+            let remote = incoming.remote_address();
+            match incoming.await {
+                Ok(conn) => serve_connection(conn, service, options, shutdown, token).await,
+                // A refused handshake (no or foreign certificate) ends here.
+                Err(e) => debug!(peer = %remote, error = %e, "rpc server: handshake failed"),
+            }
+        });
+    }
+}
+
+async fn serve_connection<S: Service>(
+    conn: quinn::Connection,
+    service: Arc<S>,
+    options: Arc<ServerOptions>,
+    mut shutdown: watch::Receiver<bool>,
+    task_token: mpsc::Sender<()>,
+) {
+    let peer = PeerInfo {
+        addr: conn.remote_address(),
+    };
+    loop {
+        let (send, recv) = tokio::select! {
+            _ = shutdown.wait_for(|stop| *stop) => break,
+            stream = conn.accept_bi() => match stream {
+                Ok(stream) => stream,
+                Err(e) => {
+                    debug!(peer = %peer.addr, error = %e, "rpc server: connection ended");
+                    break;
+                }
+            },
+        };
+        let service = service.clone();
+        let options = options.clone();
+        let peer = peer.clone();
+        let token = task_token.clone();
+        tokio::spawn(async move {
+            serve_stream(&*service, &peer, send, recv, options.max_message_bytes).await;
+            drop(token);
+        });
+    }
+}
+
+async fn serve_stream<S: Service>(
+    service: &S,
+    peer: &PeerInfo,
+    send: quinn::SendStream,
+    mut recv: quinn::RecvStream,
+    limit: usize,
+) {
+    let request = match frame::read_frame::<RequestEnvelope>(&mut recv, limit).await {
+        Ok(Some(request)) => request,
+        Ok(None) => return,
+        Err(FrameError::TooLarge { len, limit }) => {
+            let response = ResponseEnvelope::err(
+                ErrorKind::InvalidInput,
+                format!("request of {len} bytes exceeds the limit of {limit} bytes"),
+            );
+            let _ = recv.stop(0u32.into());
+            finish(send, &response, limit, peer, "?").await;
+            return;
+        }
+        Err(e) => {
+            debug!(peer = %peer.addr, error = %e, "rpc server: bad request frame");
+            return;
+        }
+    };
+    let method = request.method;
+    if request.stream {
+        let mut sink = StreamSink {
+            send,
+            peer: peer.addr,
+            method: method.clone(),
+            max_message_bytes: limit,
+        };
+        let result = service
+            .call_stream(peer, &method, request.payload, &mut sink)
+            .await;
+        match result {
+            Ok(()) => {
+                let _ = sink.send.finish();
+                let _ = tokio::time::timeout(ACK_WAIT, sink.send.stopped()).await;
+            }
+            Err(e) => finish(sink.send, &error_response(&e), limit, peer, &method).await,
+        }
+    } else {
+        let response = match service.call(peer, &method, request.payload).await {
+            Ok(payload) => ResponseEnvelope::ok(payload),
+            Err(e) => error_response(&e),
+        };
+        finish(send, &response, limit, peer, &method).await;
+    }
+}
+
+fn error_response(e: &RpcError) -> ResponseEnvelope {
+    ResponseEnvelope::err(e.kind(), e.to_string())
+}
+
+/// Writes the last response of a call, finishes the stream and waits for the acknowledgement.
+async fn finish(
+    mut send: quinn::SendStream,
+    response: &ResponseEnvelope,
+    limit: usize,
+    peer: &PeerInfo,
+    method: &str,
+) {
+    let written = match frame::write_frame(&mut send, response, limit).await {
+        Err(FrameError::TooLarge { len, limit }) => {
+            let response = ResponseEnvelope::err(
+                ErrorKind::Internal,
+                format!("response of {len} bytes exceeds the limit of {limit} bytes"),
+            );
+            frame::write_frame(&mut send, &response, limit).await
+        }
+        other => other,
+    };
+    if let Err(e) = written {
+        debug!(peer = %peer.addr, method, error = %e, "rpc server: cannot send response");
+        return;
+    }
+    let _ = send.finish();
+    let _ = tokio::time::timeout(ACK_WAIT, send.stopped()).await;
+}
