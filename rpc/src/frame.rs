@@ -3,7 +3,7 @@
 //! A frame is a little-endian `u32` byte length followed by that many bytes of a prost message.
 //! The client writes one [`RequestEnvelope`] and finishes its side; the server answers with one
 //! [`ResponseEnvelope`] (a unary call) or a sequence of them (a server-push stream), then
-//! finishes. A response carrying an error ends the call. Byte layout: `rpc/FORMAT.md`.
+//! finishes. A response carrying an error ends the call. Byte layout: `docs/formats/rpc.md`.
 
 use bytes::{Bytes, BytesMut};
 use common::ErrorKind;
