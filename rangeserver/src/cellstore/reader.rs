@@ -166,8 +166,10 @@ impl CellStore {
 
     /// The first block whose last key is `>= key` (`num_blocks()` if none).
     pub(crate) fn find_block(&self, key: &[u8]) -> usize {
-        self.index
-            .partition_point(|e| &self.index_keys[e.key_start..e.key_start + e.key_len] < key)
+        self.index.partition_point(|e| {
+            common::key::bytes_cmp(&self.index_keys[e.key_start..e.key_start + e.key_len], key)
+                .is_lt()
+        })
     }
 
     /// Fetches data block `i` from the cache or the file.

@@ -141,7 +141,7 @@ impl CellStoreScanner {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let (s, l) = self.restart_key(&b, mid)?;
-            if &b.data[s..s + l] < target {
+            if common::key::bytes_cmp(&b.data[s..s + l], target).is_lt() {
                 lo = mid + 1;
             } else {
                 hi = mid;
@@ -151,7 +151,7 @@ impl CellStoreScanner {
         self.key.clear();
         loop {
             self.advance()?;
-            if !self.valid || self.key.as_slice() >= target {
+            if !self.valid || common::key::bytes_cmp(&self.key, target).is_ge() {
                 return Ok(());
             }
         }

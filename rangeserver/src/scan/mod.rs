@@ -16,13 +16,13 @@ use crate::iter::CellIter;
 use spec::{CellInterval, RowInterval, ScanSpec};
 
 /// One interval of a scan, with the key to seek to at its start.
-#[derive(Debug, Clone)]
-enum Interval {
-    Rows(RowInterval),
-    Cells(CellInterval),
+#[derive(Debug, Clone, Copy)]
+enum Interval<'a> {
+    Rows(&'a RowInterval),
+    Cells(&'a CellInterval),
 }
 
-impl Interval {
+impl Interval<'_> {
     fn start_key(&self) -> Vec<u8> {
         match self {
             Self::Rows(r) => match &r.start {
@@ -88,20 +88,16 @@ pub struct SpecFilter<I: CellIter> {
 impl<I: CellIter> SpecFilter<I> {
     /// A filter over `src` that starts at the first interval (no seek needed by the caller).
     pub fn new(src: I, spec: &ScanSpec) -> Result<Self> {
-        let mut intervals: Vec<Interval> = spec
+        let mut intervals: Vec<(Vec<u8>, Option<Vec<u8>>)> = spec
             .row_intervals
             .iter()
-            .cloned()
             .map(Interval::Rows)
-            .chain(spec.cell_intervals.iter().cloned().map(Interval::Cells))
-            .collect();
-        if intervals.is_empty() {
-            intervals.push(Interval::Rows(RowInterval::all()));
-        }
-        let mut intervals: Vec<(Vec<u8>, Option<Vec<u8>>)> = intervals
-            .into_iter()
+            .chain(spec.cell_intervals.iter().map(Interval::Cells))
             .map(|i| (i.start_key(), i.end_key()))
             .collect();
+        if intervals.is_empty() {
+            intervals.push((Vec::new(), None));
+        }
         intervals.sort_by(|a, b| a.0.cmp(&b.0));
         if spec.row_offset > 0 && spec.cell_offset > 0 {
             return Err(Error::InvalidInput(
