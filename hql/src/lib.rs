@@ -1,8 +1,9 @@
-//! HQL, the Hypertable query language: AST, parser and printer.
+//! HQL, the Hypertable query language: parser, AST and printer, the executor over the
+//! `client::Client` interface, the shell, LOAD DATA INFILE and DUMP TABLE.
 //!
 //! [`parse_statement`] and [`parse_script`] turn text into [`ast::Statement`]s; `Display` on a
-//! statement prints canonical HQL that parses back to the same statement. The crate does no I/O
-//! and knows no schema: the executor resolves names and applies the statements.
+//! statement prints canonical HQL that parses back to the same statement. The parser and AST do
+//! no I/O and know no schema: [`exec::Executor`] resolves names and applies the statements.
 
 pub mod ast;
 mod error;
