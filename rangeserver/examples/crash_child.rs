@@ -11,49 +11,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::TableSchema;
-use common::schema::{AccessGroupSpec, FamilySpec};
 use dfs_broker::LocalFs;
-use rangeserver::commitlog::CommitLogOptions;
-use rangeserver::engine::{CompactionKind, Engine, EngineOptions, Mutation};
+use rangeserver::engine::{CompactionKind, Engine, Mutation};
 
-/// Must match `tests/crash.rs`.
-const TABLE: u32 = 1;
-
-/// Small limits so that every kind of maintenance runs often. Must match `tests/crash.rs`.
-fn options() -> EngineOptions {
-    EngineOptions {
-        cell_cache_flush_bytes: 64 << 10,
-        cell_cache_limit_bytes: 1 << 20,
-        commit_log: CommitLogOptions {
-            fragment_size_bytes: 256 << 10,
-            ..CommitLogOptions::default()
-        },
-        split_size_bytes: 512 << 10,
-        max_stores_per_group: 3,
-        ..EngineOptions::default()
-    }
-}
-
-fn schema() -> TableSchema {
-    let mut s = TableSchema::new(TABLE, "/crash");
-    s.access_groups = vec![AccessGroupSpec::new("g1"), AccessGroupSpec::new("g2")];
-    s.families = vec![FamilySpec::new(1, "a", "g1"), FamilySpec::new(2, "b", "g2")];
-    s
-}
-
-fn row_of(writer: u32, seq: u64) -> String {
-    format!("w{writer}-{seq:08}")
-}
-
-/// The value of cell `seq`: its row and some filler whose length depends on it.
-fn value_of(writer: u32, seq: u64) -> String {
-    format!(
-        "{}:{}",
-        row_of(writer, seq),
-        "x".repeat((seq % 97) as usize)
-    )
-}
+#[path = "../tests/support/crash_setup.rs"]
+mod crash_setup;
+use crash_setup::{TABLE, options, row_of, schema, value_of};
 
 /// xorshift64*: deterministic from the seed, no dependency.
 struct Rng(u64);

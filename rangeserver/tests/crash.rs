@@ -13,39 +13,12 @@ use std::time::{Duration, Instant};
 
 use common::key::CellFlag;
 use dfs_broker::LocalFs;
-use rangeserver::commitlog::CommitLogOptions;
 use rangeserver::engine::{Engine, EngineOptions};
+
+#[path = "support/crash_setup.rs"]
+mod crash_setup;
+use crash_setup::{TABLE, options, row_of, value_of};
 use rangeserver::scan::spec::ScanSpec;
-
-/// As in `examples/crash_child.rs`.
-const TABLE: u32 = 1;
-
-/// As in `examples/crash_child.rs`.
-fn options() -> EngineOptions {
-    EngineOptions {
-        cell_cache_flush_bytes: 64 << 10,
-        cell_cache_limit_bytes: 1 << 20,
-        commit_log: CommitLogOptions {
-            fragment_size_bytes: 256 << 10,
-            ..CommitLogOptions::default()
-        },
-        split_size_bytes: 512 << 10,
-        max_stores_per_group: 3,
-        ..EngineOptions::default()
-    }
-}
-
-fn row_of(writer: u32, seq: u64) -> String {
-    format!("w{writer}-{seq:08}")
-}
-
-fn value_of(writer: u32, seq: u64) -> String {
-    format!(
-        "{}:{}",
-        row_of(writer, seq),
-        "x".repeat((seq % 97) as usize)
-    )
-}
 
 /// Parses `w{writer}-{seq:08}`.
 fn parse_row(row: &str) -> Option<(u32, u64)> {

@@ -160,7 +160,7 @@ fn report(args: &EngineArgs, ht: &[Figures], rdb: &[Figures]) -> anyhow::Result<
         super::command_line(),
         figures.join("; ")
     );
-    let path = super::append_result(RESULTS_HEADER, &line)?;
+    let path = super::append_result(&line)?;
     println!(
         "(medians of {} runs; appended to {})",
         args.runs,
@@ -168,14 +168,6 @@ fn report(args: &EngineArgs, ht: &[Figures], rdb: &[Figures]) -> anyhow::Result<
     );
     Ok(())
 }
-
-const RESULTS_HEADER: &str = "# Benchmark results\n\n\
-One line per invocation of a benchmark. Columns: date (UTC); git commit of the binary's tree; \
-machine (CPUs, total memory); the command; the figures.\n\n\
-For `ht bench engine` the figures are, per workload, `ht ops/s / RocksDB ops/s (ratio)`: medians \
-over the runs of ht and of RocksDB's db_bench, and the median of the per-pair ratios ht/RocksDB \
-(>1 means ht is faster). Ops/s = cells (or reads) / elapsed seconds, one thread.\n\n\
-| date (UTC) | commit | machine | command | figures |\n|---|---|---|---|---|\n";
 
 fn fmt_ops(v: f64) -> String {
     if v.is_finite() {

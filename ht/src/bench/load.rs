@@ -385,7 +385,7 @@ fn report(args: &LoadArgs, runs: &[Run]) -> anyhow::Result<()> {
         super::machine(),
         super::command_line(),
     );
-    let path = super::append_result(RESULTS_HEADER, &line)?;
+    let path = super::append_result(&line)?;
     println!(
         "(medians of {} runs; appended to {})",
         args.runs,
@@ -393,8 +393,3 @@ fn report(args: &LoadArgs, runs: &[Run]) -> anyhow::Result<()> {
     );
     Ok(())
 }
-
-const RESULTS_HEADER: &str = "# Benchmark results\n\n\
-One line per invocation of a benchmark. Columns: date (UTC); git commit of the binary's tree; \
-machine (CPUs, total memory); the command; the figures.\n\n\
-| date (UTC) | commit | machine | command | figures |\n|---|---|---|---|---|\n";

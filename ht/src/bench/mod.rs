@@ -86,9 +86,20 @@ pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
 
+/// The header of a new `bench/RESULTS.md`, explaining every benchmark's figures.
+const RESULTS_HEADER: &str = "# Benchmark results\n\n\
+One line per invocation of a benchmark. Columns: date (UTC); git commit of the binary's tree; \
+machine (CPUs, total memory); the command; the figures.\n\n\
+For `ht bench engine` the figures are, per workload, `ht ops/s / RocksDB ops/s (ratio)`: medians \
+over the runs of ht and of RocksDB's db_bench, and the median of the per-pair ratios ht/RocksDB \
+(>1 means ht is faster). Ops/s = cells (or reads) / elapsed seconds, one thread. For `ht bench \
+load` they are Hypertable's load report (medians) with the peak RSS and the ratio to the \
+engine's own write rate for the same cells.\n\n\
+| date (UTC) | commit | machine | command | figures |\n|---|---|---|---|---|\n";
+
 /// Appends `line` to `bench/RESULTS.md` at the repository root (or the current directory),
-/// creating the file with `header` first. Returns the path written.
-pub fn append_result(header: &str, line: &str) -> anyhow::Result<PathBuf> {
+/// creating the file with [`RESULTS_HEADER`] first. Returns the path written.
+pub fn append_result(line: &str) -> anyhow::Result<PathBuf> {
     let root = git(&["rev-parse", "--show-toplevel"])
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
@@ -101,7 +112,7 @@ pub fn append_result(header: &str, line: &str) -> anyhow::Result<PathBuf> {
         .append(true)
         .open(&path)?;
     if fresh {
-        f.write_all(header.as_bytes())?;
+        f.write_all(RESULTS_HEADER.as_bytes())?;
     }
     writeln!(f, "{line}")?;
     Ok(path)
