@@ -1,6 +1,7 @@
 //! `ht`: the one binary (shell, servers, loader, benchmarks).
 
 mod bench;
+mod init_cmd;
 mod load_cmd;
 mod shell;
 
@@ -24,6 +25,8 @@ enum Command {
         #[command(subcommand)]
         bench: bench::BenchCommand,
     },
+    /// Creates a cluster's CA and node certificates in its data directory.
+    Init(init_cmd::InitArgs),
     /// Loads a TSV file into a table of the embedded database (LOAD DATA INFILE).
     Load(load_cmd::LoadArgs),
 }
@@ -35,6 +38,7 @@ fn main() -> anyhow::Result<()> {
         Command::Shell(args) => std::process::exit(shell::run(args)),
         Command::Bench { bench } => bench::run(bench)?,
         Command::Load(args) => load_cmd::run(args)?,
+        Command::Init(args) => init_cmd::run(args)?,
     }
     Ok(())
 }
