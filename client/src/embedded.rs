@@ -115,6 +115,19 @@ impl EmbeddedClient {
                 .is_some()
     }
 
+    /// Checks a name for a new namespace or table: a valid last component, an existing parent
+    /// namespace, and no table or namespace by that name. Returns it normalised.
+    fn new_name(&self, path: &str) -> Result<String> {
+        let (parent, name) = split_path(path)?;
+        check_component(&name)?;
+        if !self.ns_exists(&parent) {
+            return Err(ClientError::NamespaceNotFound(parent));
+        }
+        let path = normalize_path(path)?;
+        self.check_name_free(&path)?;
+        Ok(path)
+    }
+
     fn check_name_free(&self, path: &str) -> Result<()> {
         if self.names.read().contains_key(path) {
             return Err(ClientError::TableExists(path.to_string()));
@@ -144,13 +157,7 @@ fn check_component(name: &str) -> Result<()> {
 impl Client for EmbeddedClient {
     fn create_namespace(&self, path: &str) -> Result<()> {
         let _g = self.ddl.lock();
-        let (parent, name) = split_path(path)?;
-        check_component(&name)?;
-        let path = normalize_path(path)?;
-        if !self.ns_exists(&parent) {
-            return Err(ClientError::NamespaceNotFound(parent));
-        }
-        self.check_name_free(&path)?;
+        let path = self.new_name(path)?;
         self.engine.update_attrs(
             vec![(format!("{NAMESPACE_PREFIX}{path}"), String::new())],
             vec![],
@@ -221,13 +228,7 @@ impl Client for EmbeddedClient {
 
     fn create_table(&self, path: &str, mut schema: TableSchema) -> Result<TableSchema> {
         let _g = self.ddl.lock();
-        let (parent, name) = split_path(path)?;
-        check_component(&name)?;
-        let path = normalize_path(path)?;
-        if !self.ns_exists(&parent) {
-            return Err(ClientError::NamespaceNotFound(parent));
-        }
-        self.check_name_free(&path)?;
+        let path = self.new_name(path)?;
         let next: u32 = self
             .engine
             .attr(NEXT_TABLE_ID)
@@ -265,13 +266,7 @@ impl Client for EmbeddedClient {
     fn rename_table(&self, from: &str, to: &str) -> Result<()> {
         let _g = self.ddl.lock();
         let id = self.table_id(from)?;
-        let (parent, name) = split_path(to)?;
-        check_component(&name)?;
-        let to = normalize_path(to)?;
-        if !self.ns_exists(&parent) {
-            return Err(ClientError::NamespaceNotFound(parent));
-        }
-        self.check_name_free(&to)?;
+        let to = self.new_name(to)?;
         let mut schema = self.engine.schema(id)?;
         let from = schema.name.clone();
         schema.name = to.clone();

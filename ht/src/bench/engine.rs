@@ -66,18 +66,7 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
     if args.num == 0 || args.runs == 0 {
         bail!("--num and --runs must be at least 1");
     }
-    let _tmp;
-    let base = match &args.dir {
-        Some(d) => d.clone(),
-        None => {
-            let t = tempfile::Builder::new()
-                .prefix("ht-bench-")
-                .tempdir_in("/tmp")?;
-            let p = t.path().to_path_buf();
-            _tmp = t;
-            p
-        }
-    };
+    let (base, _tmp) = super::work_dir(&args.dir, "ht-bench-")?;
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
     if !args.no_rocksdb && !args.rocksdb_script.exists() {
         bail!(

@@ -65,18 +65,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     if args.runs == 0 {
         bail!("--runs must be at least 1");
     }
-    let _tmp;
-    let base = match &args.dir {
-        Some(d) => d.clone(),
-        None => {
-            let t = tempfile::Builder::new()
-                .prefix("ht-bench-load-")
-                .tempdir_in("/tmp")?;
-            let p = t.path().to_path_buf();
-            _tmp = t;
-            p
-        }
-    };
+    let (base, _tmp) = super::work_dir(&args.dir, "ht-bench-load-")?;
     std::fs::create_dir_all(&base)?;
     let files = if args.file.is_empty() {
         let p = base.join(format!("query-log-{}-{}.tsv", args.lines, args.seed));

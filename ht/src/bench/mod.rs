@@ -86,6 +86,21 @@ pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
 }
 
+/// The directory a benchmark works in: `dir` if given, else a new temporary directory under
+/// /tmp (removed when the returned guard drops).
+pub fn work_dir(
+    dir: &Option<PathBuf>,
+    prefix: &str,
+) -> anyhow::Result<(PathBuf, Option<tempfile::TempDir>)> {
+    Ok(match dir {
+        Some(d) => (d.clone(), None),
+        None => {
+            let t = tempfile::Builder::new().prefix(prefix).tempdir_in("/tmp")?;
+            (t.path().to_path_buf(), Some(t))
+        }
+    })
+}
+
 /// The header of a new `bench/RESULTS.md`, explaining every benchmark's figures.
 const RESULTS_HEADER: &str = "# Benchmark results\n\n\
 One line per invocation of a benchmark. Columns: date (UTC); git commit of the binary's tree; \
