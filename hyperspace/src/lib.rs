@@ -1,0 +1,9 @@
+//! Hyperspace: ht's lock and namespace service, replicated with Raft (tikv raft-rs).
+//!
+//! - [`command`]: the requests, answers and events (prost messages).
+//! - [`state`]: the deterministic state machine every replica applies the log to.
+//! - [`storage`]: the durable Raft log, hard state and snapshots (`raft::Storage` on disk).
+
+pub mod command;
+pub mod state;
+pub mod storage;

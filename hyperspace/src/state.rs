@@ -1,0 +1,1 @@
+//! The Hyperspace state machine (being written).

@@ -1,0 +1,1 @@
+//! The durable Raft storage (being written).
