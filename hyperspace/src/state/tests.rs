@@ -1,0 +1,3 @@
+//! Unit tests of the state machine rules a random model test covers poorly.
+
+use super::*;
