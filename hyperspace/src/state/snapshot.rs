@@ -1,6 +1,7 @@
-//! The snapshot encoding of the state machine: a magic header and one prost message holding
-//! every node, session and handle in key order (so equal states give equal bytes), and the
-//! checked decoding that rebuilds the derived indexes and rejects inconsistent input.
+//! The snapshot encoding of the state machine: a magic header, a CRC-32C of the body, and the
+//! body, one prost message holding every node, session and handle in key order (so equal states
+//! give equal bytes); and the checked decoding that rebuilds the derived indexes and rejects
+//! inconsistent input.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -21,6 +22,9 @@ const MAGIC: &[u8; 8] = b"HSSTATE\x01";
 pub enum StateError {
     #[error("snapshot does not start with the Hyperspace state magic (or has another version)")]
     BadMagic,
+    /// Truncated or corrupted: a protobuf prefix can decode, so the checksum is what catches it.
+    #[error("snapshot checksum mismatch: stored {stored:#010x}, computed {computed:#010x}")]
+    Checksum { stored: u32, computed: u32 },
     #[error("snapshot body does not decode: {0}")]
     Decode(#[from] prost::DecodeError),
     #[error("inconsistent snapshot: {0}")]
@@ -125,6 +129,15 @@ struct HandleMsg {
     event_mask: u32,
 }
 
+/// Magic, checksum and body: the snapshot bytes for a body.
+pub(crate) fn frame(body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MAGIC.len() + 4 + body.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&crc32c::crc32c(body).to_le_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
 fn lock_mode(m: i32) -> Option<LockMode> {
     match LockMode::try_from(m) {
         Ok(LockMode::None) | Err(_) => None,
@@ -202,15 +215,22 @@ impl StateMachine {
                 })
                 .collect(),
         };
-        let mut out = MAGIC.to_vec();
-        out.extend_from_slice(&msg.encode_to_vec());
-        out
+        frame(&msg.encode_to_vec())
     }
 
     /// Rebuilds a state from [`StateMachine::snapshot`] bytes, checking that they describe a
     /// consistent state. Never panics on garbage.
     pub fn restore(bytes: &[u8], limits: Limits) -> Result<Self, StateError> {
-        let body = bytes.strip_prefix(MAGIC).ok_or(StateError::BadMagic)?;
+        let rest = bytes.strip_prefix(MAGIC).ok_or(StateError::BadMagic)?;
+        let (crc, body) = rest.split_at_checked(4).ok_or(StateError::Checksum {
+            stored: 0,
+            computed: 0,
+        })?;
+        let stored = u32::from_le_bytes([crc[0], crc[1], crc[2], crc[3]]);
+        let computed = crc32c::crc32c(body);
+        if stored != computed {
+            return Err(StateError::Checksum { stored, computed });
+        }
         let msg = SnapshotMsg::decode(body)?;
         let mut sm = StateMachine::new(limits);
         sm.last_session = msg.last_session;
