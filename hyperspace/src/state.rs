@@ -424,10 +424,10 @@ impl StateMachine {
         for h in handles {
             self.close_handle(h);
         }
-        if let Some(session) = self.sessions.remove(&sid) {
-            if self.nonces.get(&session.nonce) == Some(&sid) {
-                self.nonces.remove(&session.nonce);
-            }
+        if let Some(session) = self.sessions.remove(&sid)
+            && self.nonces.get(&session.nonce) == Some(&sid)
+        {
+            self.nonces.remove(&session.nonce);
         }
         Ok(Reply::Done(Default::default()))
     }
@@ -435,10 +435,10 @@ impl StateMachine {
     /// Queues `ev` for the session of `handle` (if both still exist).
     fn send(&mut self, handle: u64, ev: Event) {
         let max = self.limits.max_events_per_session;
-        if let Some(h) = self.handles.get(&handle) {
-            if let Some(s) = self.sessions.get_mut(&h.session) {
-                s.push_event(ev, max);
-            }
+        if let Some(h) = self.handles.get(&handle)
+            && let Some(s) = self.sessions.get_mut(&h.session)
+        {
+            s.push_event(ev, max);
         }
     }
 
@@ -738,18 +738,18 @@ impl StateMachine {
                 ),
             );
         }
-        if let Some(v) = value {
-            if v.len() > self.limits.max_attr_value_bytes {
-                return fail(
-                    ErrorCode::LimitExceeded,
-                    format!(
-                        "attribute {:?}: value of {} bytes (limit {})",
-                        shorten(name),
-                        v.len(),
-                        self.limits.max_attr_value_bytes
-                    ),
-                );
-            }
+        if let Some(v) = value
+            && v.len() > self.limits.max_attr_value_bytes
+        {
+            return fail(
+                ErrorCode::LimitExceeded,
+                format!(
+                    "attribute {:?}: value of {} bytes (limit {})",
+                    shorten(name),
+                    v.len(),
+                    self.limits.max_attr_value_bytes
+                ),
+            );
         }
         Ok(())
     }

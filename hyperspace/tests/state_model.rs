@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 
 use hyperspace::command::{
-    self as c, event_mask as em, flags as fl, Command, ErrorCode, Event, LockMode, Op, Reply,
-    Response, Sequencer, Target,
+    self as c, Command, ErrorCode, Event, LockMode, Op, Reply, Response, Sequencer, Target,
+    event_mask as em, flags as fl,
 };
 use hyperspace::state::{Limits, StateMachine};
 use proptest::prelude::*;
@@ -588,7 +588,10 @@ impl Model {
                             .iter()
                             .filter_map(|(k, n)| {
                                 let (up, name) = parent(k)?;
-                                (up == r.path).then(|| c::DirEntry { name, is_dir: n.dir })
+                                (up == r.path).then_some(c::DirEntry {
+                                    name,
+                                    is_dir: n.dir,
+                                })
                             })
                             .collect();
                         ok(Reply::Dir(c::DirReply { entries }))
@@ -610,7 +613,10 @@ impl Model {
     /// The model's own invariants (they hold by construction, checked anyway).
     fn check(&self) {
         for (p, n) in &self.nodes {
-            assert!(!n.exclusive || n.holders.len() == 1, "{p}: exclusive and shared");
+            assert!(
+                !n.exclusive || n.holders.len() == 1,
+                "{p}: exclusive and shared"
+            );
             for h in n.holders.iter().chain(n.queue.iter().map(|(h, _)| h)) {
                 let live = self.handles.get(h).and_then(|x| x.path.as_deref());
                 assert_eq!(live, Some(p.as_str()), "{p}: lock of a dead handle {h}");
@@ -664,6 +670,7 @@ fn open_flags() -> impl Strategy<Value = u32> {
     prop_oneof![
         4 => prop::sample::select(vec![
             fl::LOCK,
+            fl::LOCK,
             fl::READ,
             fl::CREATE | fl::LOCK,
             fl::CREATE | fl::TEMP | fl::LOCK,
@@ -678,18 +685,18 @@ fn open_flags() -> impl Strategy<Value = u32> {
 fn aop() -> impl Strategy<Value = AOp> {
     let u = any::<usize>;
     prop_oneof![
-        1 => (0u64..4).prop_map(AOp::Create),
+        3 => prop_oneof![0u64..3, 3u64..1000].prop_map(AOp::Create),
         1 => u().prop_map(AOp::CloseSession),
         1 => u().prop_map(AOp::Expire),
         1 => (u(), 0u64..4).prop_map(|(s, k)| AOp::Ack(s, k)),
         2 => (u(), u(), any::<bool>()).prop_map(|(s, p, b)| AOp::Mkdir(s, p, b)),
-        2 => (u(), u()).prop_map(|(s, p)| AOp::Delete(s, p)),
-        6 => (u(), u(), open_flags(), 0u32..0x80).prop_map(|(s, p, f, m)| AOp::Open(s, p, f, m)),
-        3 => (u(), u()).prop_map(|(s, h)| AOp::Close(s, h)),
+        1 => (u(), u()).prop_map(|(s, p)| AOp::Delete(s, p)),
+        8 => (u(), u(), open_flags(), 0u32..0x80).prop_map(|(s, p, f, m)| AOp::Open(s, p, f, m)),
+        2 => (u(), u()).prop_map(|(s, h)| AOp::Close(s, h)),
         2 => (u(), tgt(), u(), u()).prop_map(|(s, t, n, v)| AOp::AttrSet(s, t, n, v)),
         1 => (u(), tgt(), u()).prop_map(|(s, t, n)| AOp::AttrDel(s, t, n)),
         2 => (u(), tgt(), u(), -3i64..4).prop_map(|(s, t, n, d)| AOp::AttrIncr(s, t, n, d)),
-        6 => (u(), u(), prop_oneof![1 => Just(0), 4 => 1i32..3, 1 => Just(7)], any::<bool>())
+        8 => (u(), u(), prop_oneof![1 => Just(0), 6 => 1i32..3, 1 => Just(7)], prop::bool::weighted(0.3))
             .prop_map(|(s, h, m, t)| AOp::Lock(s, h, m, t)),
         3 => (u(), u()).prop_map(|(s, h)| AOp::Release(s, h)),
         2 => (u(), u()).prop_map(|(s, h)| AOp::GetSeq(s, h)),
@@ -713,6 +720,15 @@ struct Harness {
     sequencers: Vec<Sequencer>,
 }
 
+/// Mostly the few files where handles meet (so locks contend), sometimes any path.
+fn pick_path(i: usize) -> String {
+    if i.is_multiple_of(3) {
+        PATHS[(i / 3) % PATHS.len()].to_string()
+    } else {
+        PATHS[2 + (i / 3) % 3].to_string()
+    }
+}
+
 fn resp(r: &Response) -> Resp {
     (r.error_code(), r.reply.clone())
 }
@@ -729,25 +745,52 @@ impl Harness {
         }
     }
 
-    /// Every session id ever handed out, plus one that never exists.
+    /// Mostly a live session; sometimes any id ever handed out, or one that never existed.
     fn session(&self, i: usize) -> u64 {
+        let live: Vec<u64> = self.model.sessions.keys().copied().collect();
+        if !i.is_multiple_of(8) && !live.is_empty() {
+            return live[(i / 8) % live.len()];
+        }
         let n = self.model.last_sid as usize + 1;
-        match i % n {
+        match (i / 8) % n {
             0 => BOGUS_SESSION,
             k => k as u64,
         }
     }
 
-    /// Mostly one of the session's own handles (live or dead), sometimes any id or a bogus one.
-    fn handle(&self, sid: u64, i: usize) -> u64 {
-        let own: Vec<u64> = self
+    /// For handle operations: mostly a session that has live handles.
+    fn hsession(&self, i: usize) -> u64 {
+        let with: Vec<u64> = self
             .model
-            .handles
-            .iter()
-            .filter(|(_, h)| h.sid == sid)
-            .map(|(id, _)| *id)
+            .sessions
+            .keys()
+            .copied()
+            .filter(|s| {
+                self.model
+                    .handles
+                    .values()
+                    .any(|h| h.sid == *s && h.path.is_some())
+            })
             .collect();
-        if i % 5 != 0 && !own.is_empty() {
+        if !i.is_multiple_of(8) && !with.is_empty() {
+            return with[(i / 8) % with.len()];
+        }
+        self.session(i / 8)
+    }
+
+    /// Mostly one of the session's own live handles, sometimes a dead one, any id, or a
+    /// bogus one.
+    fn handle(&self, sid: u64, i: usize) -> u64 {
+        let own = |live: bool| -> Vec<u64> {
+            self.model
+                .handles
+                .iter()
+                .filter(|(_, h)| h.sid == sid && (!live || h.path.is_some()))
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        let own = own(!i.is_multiple_of(7));
+        if !i.is_multiple_of(5) && !own.is_empty() {
             return own[(i / 5) % own.len()];
         }
         let all = self.model.last_handle as usize + 2;
@@ -766,7 +809,7 @@ impl Harness {
             },
             Tgt::Path(i) => Target {
                 handle: 0,
-                path: PATHS[i % PATHS.len()].into(),
+                path: pick_path(*i),
             },
         })
     }
@@ -837,11 +880,15 @@ impl Harness {
         if live {
             assert_eq!(got, first, "a retry gets the first answer: {cmd:?}");
         }
-        assert_eq!(self.sm.snapshot(), before, "a retry changes nothing: {cmd:?}");
+        assert_eq!(
+            self.sm.snapshot(),
+            before,
+            "a retry changes nothing: {cmd:?}"
+        );
     }
 
     fn step(&mut self, a: &AOp, lag: u64) {
-        let path = |i: usize| PATHS[i % PATHS.len()].to_string();
+        let path = pick_path;
         match a {
             AOp::Create(nonce) => self.system(Op::CreateSession(c::CreateSession {
                 nonce: *nonce,
@@ -857,7 +904,10 @@ impl Harness {
                 self.system(Op::AckEvents(c::AckEvents { session, upto }))
             }
             AOp::CheckSeq(i) => {
-                let Some(s) = self.sequencers.get(i % self.sequencers.len().max(1)).cloned()
+                let Some(s) = self
+                    .sequencers
+                    .get(i % self.sequencers.len().max(1))
+                    .cloned()
                 else {
                     return;
                 };
@@ -896,12 +946,12 @@ impl Harness {
                 self.client(sid, op, lag)
             }
             AOp::Close(s, h) => {
-                let sid = self.session(*s);
+                let sid = self.hsession(*s);
                 let handle = self.handle(sid, *h);
                 self.client(sid, Op::Close(c::Close { handle }), lag)
             }
             AOp::AttrSet(s, t, n, v) => {
-                let sid = self.session(*s);
+                let sid = self.hsession(*s);
                 let op = Op::AttrSet(c::AttrSet {
                     target: self.target(sid, t),
                     name: NAMES[n % NAMES.len()].into(),
@@ -918,7 +968,7 @@ impl Harness {
                 self.client(sid, op, lag)
             }
             AOp::AttrIncr(s, t, n, d) => {
-                let sid = self.session(*s);
+                let sid = self.hsession(*s);
                 let op = Op::AttrIncr(c::AttrIncr {
                     target: self.target(sid, t),
                     name: NAMES[n % NAMES.len()].into(),
@@ -927,7 +977,7 @@ impl Harness {
                 self.client(sid, op, lag)
             }
             AOp::Lock(s, h, mode, try_lock) => {
-                let sid = self.session(*s);
+                let sid = self.hsession(*s);
                 let op = Op::Lock(c::Lock {
                     handle: self.handle(sid, *h),
                     mode: *mode,
@@ -936,12 +986,12 @@ impl Harness {
                 self.client(sid, op, lag)
             }
             AOp::Release(s, h) => {
-                let sid = self.session(*s);
+                let sid = self.hsession(*s);
                 let handle = self.handle(sid, *h);
                 self.client(sid, Op::Release(c::Release { handle }), lag)
             }
             AOp::GetSeq(s, h) => {
-                let sid = self.session(*s);
+                let sid = self.hsession(*s);
                 let handle = self.handle(sid, *h);
                 self.client(sid, Op::GetSequencer(c::GetSequencer { handle }), lag)
             }
@@ -979,7 +1029,10 @@ impl Harness {
             assert_eq!(got.events, events, "events of session {sid}");
             assert!(!got.lost);
             assert_eq!(self.sm.last_event_seq(sid), last);
-            assert_eq!(self.sm.has_session(sid), self.model.sessions.contains_key(&sid));
+            assert_eq!(
+                self.sm.has_session(sid),
+                self.model.sessions.contains_key(&sid)
+            );
         }
         // Each live handle's lock as the machine sees it (the sequencer) matches the model.
         for (&h, mh) in &self.model.handles {
@@ -989,7 +1042,11 @@ impl Harness {
                 op: Some(op.clone()),
                 ..Default::default()
             });
-            assert_eq!(resp(&got), self.model.query(mh.sid, &op), "lock of handle {h}");
+            assert_eq!(
+                resp(&got),
+                self.model.query(mh.sid, &op),
+                "lock of handle {h}"
+            );
         }
         // Ephemeral files exist exactly while the model says so (the model keeps them iff open).
         for p in PATHS {

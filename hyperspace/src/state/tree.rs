@@ -64,10 +64,10 @@ impl Tree {
     /// Inserts `node` at `path` and links it into its parent. The caller checked that the parent
     /// is a directory and `path` is free.
     pub fn insert(&mut self, path: &str, node: Node) {
-        if let Some((parent, name)) = split_parent(path) {
-            if let Some(p) = self.nodes.get_mut(parent) {
-                p.children.insert(name.to_string());
-            }
+        if let Some((parent, name)) = split_parent(path)
+            && let Some(p) = self.nodes.get_mut(parent)
+        {
+            p.children.insert(name.to_string());
         }
         self.nodes.insert(path.to_string(), node);
     }
@@ -75,10 +75,10 @@ impl Tree {
     /// Unlinks and returns the node at `path` (the caller checked it has no children).
     pub fn remove(&mut self, path: &str) -> Option<Node> {
         let node = self.nodes.remove(path)?;
-        if let Some((parent, name)) = split_parent(path) {
-            if let Some(p) = self.nodes.get_mut(parent) {
-                p.children.remove(name);
-            }
+        if let Some((parent, name)) = split_parent(path)
+            && let Some(p) = self.nodes.get_mut(parent)
+        {
+            p.children.remove(name);
         }
         Some(node)
     }
