@@ -8,6 +8,7 @@
 //! [`sessions`] (dedupe cache, event queues), [`snapshot`] (the encoding); this file holds the
 //! dispatch, dedupe, handles and the operations that span those parts.
 
+mod attrs;
 mod locks;
 mod sessions;
 mod snapshot;
@@ -19,12 +20,10 @@ mod tests;
 use std::collections::BTreeMap;
 
 use crate::command::{
-    Command, DirEntry, DirReply, ErrorCode, Event, EventBatch, HandleReply, LockMode, LockReply,
-    LockStatus, NamesReply, Op, Reply, Response, Sequencer, SessionInfo, SessionsReply, Target,
-    ValueReply, event_mask, flags,
+    Command, DirEntry, DirReply, ErrorCode, Event, EventBatch, HandleReply, LockMode, NamesReply,
+    Op, Reply, Response, Sequencer, SessionInfo, SessionsReply, ValueReply, event_mask, flags,
 };
 
-use locks::Released;
 use sessions::Session;
 use tree::{Node, Tree, ancestors, check_path, shorten, split_parent};
 
@@ -708,193 +707,5 @@ impl StateMachine {
         {
             self.remove_node(&path);
         }
-    }
-
-    // ---- attributes ----
-
-    /// The path a `Target` names: a live handle of the session, or (handle 0) a checked path.
-    fn target(&self, sid: u64, target: Option<&Target>) -> Result<String, Fail> {
-        let Some(t) = target else {
-            return fail(ErrorCode::InvalidArgument, "no target");
-        };
-        if t.handle != 0 {
-            return Ok(self.live_handle(sid, t.handle)?.0);
-        }
-        self.check_path(&t.path)?;
-        Ok(t.path.clone())
-    }
-
-    fn check_attr(&self, name: &str, value: Option<&[u8]>) -> Result<(), Fail> {
-        if name.is_empty() {
-            return fail(ErrorCode::InvalidArgument, "empty attribute name");
-        }
-        if name.len() > self.limits.max_path_bytes {
-            return fail(
-                ErrorCode::InvalidArgument,
-                format!(
-                    "attribute name of {} bytes (limit {})",
-                    name.len(),
-                    self.limits.max_path_bytes
-                ),
-            );
-        }
-        if let Some(v) = value
-            && v.len() > self.limits.max_attr_value_bytes
-        {
-            return fail(
-                ErrorCode::LimitExceeded,
-                format!(
-                    "attribute {:?}: value of {} bytes (limit {})",
-                    shorten(name),
-                    v.len(),
-                    self.limits.max_attr_value_bytes
-                ),
-            );
-        }
-        Ok(())
-    }
-
-    fn attr_set(&mut self, sid: u64, t: Option<&Target>, name: &str, value: &[u8]) -> OpResult {
-        let path = self.target(sid, t)?;
-        self.check_attr(name, Some(value))?;
-        self.existing(&path)?;
-        self.store_attr(&path, name, value.to_vec());
-        Ok(Reply::Done(Default::default()))
-    }
-
-    fn store_attr(&mut self, path: &str, name: &str, value: Vec<u8>) {
-        if let Some(n) = self.tree.get_mut(path) {
-            n.attrs.insert(name.to_string(), value);
-            self.notify(path, event_mask::ATTR_SET, name, LockMode::None, 0, 0);
-        }
-    }
-
-    fn attr_del(&mut self, sid: u64, t: Option<&Target>, name: &str) -> OpResult {
-        let path = self.target(sid, t)?;
-        self.check_attr(name, None)?;
-        self.existing(&path)?;
-        let removed = self.tree.get_mut(&path).and_then(|n| n.attrs.remove(name));
-        if removed.is_none() {
-            return fail(
-                ErrorCode::NotFound,
-                format!("{:?} has no attribute {:?}", shorten(&path), shorten(name)),
-            );
-        }
-        self.notify(&path, event_mask::ATTR_DEL, name, LockMode::None, 0, 0);
-        Ok(Reply::Done(Default::default()))
-    }
-
-    fn attr_incr(&mut self, sid: u64, t: Option<&Target>, name: &str, delta: i64) -> OpResult {
-        let path = self.target(sid, t)?;
-        self.check_attr(name, None)?;
-        let node = self.existing(&path)?;
-        let old = match node.attrs.get(name) {
-            None => 0,
-            Some(v) => match std::str::from_utf8(v)
-                .ok()
-                .and_then(|s| s.parse::<i64>().ok())
-            {
-                Some(n) => n,
-                None => {
-                    return fail(
-                        ErrorCode::InvalidArgument,
-                        format!("attribute {:?} is not a decimal integer", shorten(name)),
-                    );
-                }
-            },
-        };
-        let Some(new) = old.checked_add(delta) else {
-            return fail(
-                ErrorCode::InvalidArgument,
-                format!("attribute {:?}: {old} + {delta} overflows", shorten(name)),
-            );
-        };
-        self.store_attr(&path, name, new.to_string().into_bytes());
-        Ok(Reply::Int(new))
-    }
-
-    // ---- locks ----
-
-    fn lock(&mut self, sid: u64, handle: u64, mode: i32, try_lock: bool) -> OpResult {
-        let (path, hflags) = self.live_handle(sid, handle)?;
-        if hflags & flags::LOCK == 0 {
-            return fail(
-                ErrorCode::PermissionDenied,
-                format!("handle {handle} was not opened with LOCK"),
-            );
-        }
-        let Some(mode) = lock_mode(mode) else {
-            return fail(
-                ErrorCode::InvalidArgument,
-                format!("lock mode {mode} is not shared or exclusive"),
-            );
-        };
-        let mut next_gen = self.last_generation;
-        let Some(node) = self.tree.get_mut(&path) else {
-            return fail(ErrorCode::BadHandle, format!("handle {handle} is dead"));
-        };
-        if node.lock.involves(handle) {
-            return fail(
-                ErrorCode::LockState,
-                format!("handle {handle} already holds or waits for a lock"),
-            );
-        }
-        if node.lock.grantable(mode) {
-            let generation = node.lock.grant(handle, mode, &mut next_gen);
-            self.last_generation = next_gen;
-            self.notify(
-                &path,
-                event_mask::LOCK_ACQUIRED,
-                "",
-                mode,
-                generation,
-                handle,
-            );
-            return Ok(Reply::Lock(LockReply {
-                status: LockStatus::Granted as i32,
-                generation,
-            }));
-        }
-        let status = if try_lock {
-            LockStatus::Busy
-        } else {
-            node.lock.waiters.push_back((handle, mode));
-            LockStatus::Pending
-        };
-        Ok(Reply::Lock(LockReply {
-            status: status as i32,
-            generation: 0,
-        }))
-    }
-
-    fn release(&mut self, sid: u64, handle: u64) -> OpResult {
-        let (path, _) = self.live_handle(sid, handle)?;
-        if self.release_lock(&path, handle) == Released::Nothing {
-            return fail(
-                ErrorCode::LockState,
-                format!("handle {handle} neither holds nor waits for a lock"),
-            );
-        }
-        Ok(Reply::Done(Default::default()))
-    }
-
-    /// Drops `handle`'s hold or request on the lock of `path`, then grants what the queue
-    /// allows, with the events that go with it.
-    fn release_lock(&mut self, path: &str, handle: u64) -> Released {
-        let mut next_gen = self.last_generation;
-        let Some(node) = self.tree.get_mut(path) else {
-            return Released::Nothing;
-        };
-        let released = node.lock.release(handle);
-        let granted = node.lock.grant_waiters(&mut next_gen);
-        self.last_generation = next_gen;
-        if released == (Released::Held { unlocked: true }) {
-            self.notify(path, event_mask::LOCK_RELEASED, "", LockMode::None, 0, 0);
-        }
-        for (h, mode, generation) in granted {
-            self.send(h, event(h, event_mask::LOCK_GRANTED, "", mode, generation));
-            self.notify(path, event_mask::LOCK_ACQUIRED, "", mode, generation, h);
-        }
-        released
     }
 }

@@ -1,9 +1,10 @@
-//! Per-node lock state: the holders, the FIFO queue of blocked requests, and the rules that
-//! decide who gets the lock. Pure bookkeeping; the caller turns the outcomes into events.
+//! Locks: per-node state (holders, FIFO queue of blocked requests, generation), the rules that
+//! decide who gets the lock, and the Lock / Release operations with their events.
 
 use std::collections::{BTreeSet, VecDeque};
 
-use crate::command::LockMode;
+use super::{OpResult, StateMachine, event, fail, lock_mode};
+use crate::command::{ErrorCode, LockMode, LockReply, LockStatus, Reply, event_mask, flags};
 
 /// The lock of one node.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -98,6 +99,92 @@ impl NodeLock {
             }
         }
         granted
+    }
+}
+
+/// The lock operations of the state machine, on top of the `NodeLock` rules above.
+impl StateMachine {
+    pub(super) fn lock(&mut self, sid: u64, handle: u64, mode: i32, try_lock: bool) -> OpResult {
+        let (path, hflags) = self.live_handle(sid, handle)?;
+        if hflags & flags::LOCK == 0 {
+            return fail(
+                ErrorCode::PermissionDenied,
+                format!("handle {handle} was not opened with LOCK"),
+            );
+        }
+        let Some(mode) = lock_mode(mode) else {
+            return fail(
+                ErrorCode::InvalidArgument,
+                format!("lock mode {mode} is not shared or exclusive"),
+            );
+        };
+        let mut next_gen = self.last_generation;
+        let Some(node) = self.tree.get_mut(&path) else {
+            return fail(ErrorCode::BadHandle, format!("handle {handle} is dead"));
+        };
+        if node.lock.involves(handle) {
+            return fail(
+                ErrorCode::LockState,
+                format!("handle {handle} already holds or waits for a lock"),
+            );
+        }
+        if node.lock.grantable(mode) {
+            let generation = node.lock.grant(handle, mode, &mut next_gen);
+            self.last_generation = next_gen;
+            self.notify(
+                &path,
+                event_mask::LOCK_ACQUIRED,
+                "",
+                mode,
+                generation,
+                handle,
+            );
+            return Ok(Reply::Lock(LockReply {
+                status: LockStatus::Granted as i32,
+                generation,
+            }));
+        }
+        let status = if try_lock {
+            LockStatus::Busy
+        } else {
+            node.lock.waiters.push_back((handle, mode));
+            LockStatus::Pending
+        };
+        Ok(Reply::Lock(LockReply {
+            status: status as i32,
+            generation: 0,
+        }))
+    }
+
+    pub(super) fn release(&mut self, sid: u64, handle: u64) -> OpResult {
+        let (path, _) = self.live_handle(sid, handle)?;
+        if self.release_lock(&path, handle) == Released::Nothing {
+            return fail(
+                ErrorCode::LockState,
+                format!("handle {handle} neither holds nor waits for a lock"),
+            );
+        }
+        Ok(Reply::Done(Default::default()))
+    }
+
+    /// Drops `handle`'s hold or request on the lock of `path`, then grants what the queue
+    /// allows, with the events that go with it.
+    pub(super) fn release_lock(&mut self, path: &str, handle: u64) -> Released {
+        let mut next_gen = self.last_generation;
+        let Some(node) = self.tree.get_mut(path) else {
+            return Released::Nothing;
+        };
+        let released = node.lock.release(handle);
+        let granted = node.lock.grant_waiters(&mut next_gen);
+        self.last_generation = next_gen;
+        if released == (Released::Held { unlocked: true }) {
+            self.notify(path, event_mask::LOCK_RELEASED, "", LockMode::None, 0, 0);
+        }
+        for (h, mode, generation) in granted {
+            self.send(h, event(h, event_mask::LOCK_GRANTED, "", mode, generation));
+            self.notify(path, event_mask::LOCK_ACQUIRED, "", mode, generation, h);
+        }
+        released
     }
 }
 

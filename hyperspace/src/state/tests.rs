@@ -3,7 +3,9 @@
 //! and snapshots.
 
 use super::*;
-use crate::command::{self as c, AckEvents, Attr, CloseSession, CreateSession, ExpireSession};
+use crate::command::{
+    self as c, AckEvents, Attr, CloseSession, CreateSession, ExpireSession, LockStatus, Target,
+};
 
 /// A client of one session: numbers its requests like the real client does.
 struct Client {
