@@ -1,6 +1,9 @@
 //! The embedded database: the [`Client`] interface over an engine in this process, on a data
-//! directory of the local file system. Namespaces are kept as attributes of the engine's meta
-//! log (`ns:<path>`), tables as engine schemas named by their full path.
+//! directory of the local file system. Namespaces and the table-id counter live in a
+//! single-replica Hyperspace in the same process (`<data-dir>/hyperspace/`, directories under
+//! `/ht/namespaces`, attribute `next_table_id` of `/ht`), as they do in a cluster's Hyperspace;
+//! tables are engine schemas named by their full path. The replica's directory lock keeps a
+//! second process off the same data directory.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -8,6 +11,9 @@ use std::sync::Arc;
 
 use common::TableSchema;
 use dfs_broker::LocalFs;
+use hyperspace::client::{ClientOptions as HsOptions, Hyperspace, LocalChannel};
+use hyperspace::command::{Command, ExpireSession, Op};
+use hyperspace::node::{NoPeers, Node, NodeConfig};
 use parking_lot::{Mutex, RwLock};
 use rangeserver::engine::{self, Engine, EngineOptions};
 
@@ -16,8 +22,29 @@ use crate::{
     TableMutator, TableScanner, normalize_path, split_path,
 };
 
+/// Where namespaces were kept before Hyperspace (engine meta-log attributes); read once to
+/// carry an older data directory over.
 const NAMESPACE_PREFIX: &str = "ns:";
 const NEXT_TABLE_ID: &str = "next_table_id";
+/// Hyperspace directory of the namespace tree.
+const NS_ROOT: &str = "/ht/namespaces";
+/// Hyperspace node whose `next_table_id` attribute counts table ids.
+const HT_ROOT: &str = "/ht";
+
+fn ns_node(path: &str) -> String {
+    if path == "/" {
+        NS_ROOT.to_string()
+    } else {
+        format!("{NS_ROOT}{path}")
+    }
+}
+
+fn hs_err(e: hyperspace::client::ClientError) -> ClientError {
+    ClientError::Storage {
+        kind: common::ErrorKind::Unavailable,
+        message: format!("hyperspace: {e}"),
+    }
+}
 
 /// Settings of the embedded database.
 #[derive(Debug, Clone)]
@@ -47,6 +74,8 @@ pub struct EmbeddedClient {
     names: RwLock<HashMap<String, u32>>,
     /// Serialises namespace and table changes.
     ddl: Mutex<()>,
+    hs: Hyperspace,
+    hs_node: Node,
     // Declared last: dropped after the engine, whose files it drives.
     _rt: tokio::runtime::Runtime,
 }
@@ -84,13 +113,24 @@ impl EmbeddedClient {
             .into_iter()
             .map(|s| (s.name.clone(), s.id))
             .collect();
+        let (hs, hs_node) = rt.block_on(open_hyperspace(data_dir.as_ref(), &engine))?;
         Ok(Self {
             engine,
             opts,
             names: RwLock::new(names),
             ddl: Mutex::new(()),
+            hs,
+            hs_node,
             _rt: rt,
         })
+    }
+
+    /// Runs a Hyperspace call to completion.
+    fn hs<T>(
+        &self,
+        f: impl std::future::Future<Output = std::result::Result<T, hyperspace::client::ClientError>>,
+    ) -> Result<T> {
+        self._rt.block_on(f).map_err(hs_err)
     }
 
     /// The engine underneath (for tools and benchmarks).
@@ -107,12 +147,11 @@ impl EmbeddedClient {
             .ok_or(ClientError::TableNotFound(p))
     }
 
-    fn ns_exists(&self, path: &str) -> bool {
-        path == "/"
-            || self
-                .engine
-                .attr(&format!("{NAMESPACE_PREFIX}{path}"))
-                .is_some()
+    fn ns_exists(&self, path: &str) -> Result<bool> {
+        if path == "/" {
+            return Ok(true);
+        }
+        self.hs(self.hs.exists(&ns_node(path)))
     }
 
     /// Checks a name for a new namespace or table: a valid last component, an existing parent
@@ -120,7 +159,7 @@ impl EmbeddedClient {
     fn new_name(&self, path: &str) -> Result<String> {
         let (parent, name) = split_path(path)?;
         check_component(&name)?;
-        if !self.ns_exists(&parent) {
+        if !self.ns_exists(&parent)? {
             return Err(ClientError::NamespaceNotFound(parent));
         }
         let path = normalize_path(path)?;
@@ -132,7 +171,7 @@ impl EmbeddedClient {
         if self.names.read().contains_key(path) {
             return Err(ClientError::TableExists(path.to_string()));
         }
-        if self.ns_exists(path) {
+        if self.ns_exists(path)? {
             return Err(ClientError::NamespaceExists(path.to_string()));
         }
         Ok(())
@@ -144,7 +183,72 @@ impl Drop for EmbeddedClient {
         if let Err(e) = self.engine.close() {
             tracing::warn!(error = %e, "closing the embedded database failed");
         }
+        let hs = self.hs.clone();
+        let node = self.hs_node.clone();
+        self._rt.block_on(async move {
+            let _ = hs.close_session().await;
+            node.stop().await;
+        });
     }
+}
+
+/// Starts the single Hyperspace replica of `data_dir`, opens this process's session and makes
+/// the nodes the database uses. Sessions left by an earlier process are expired at once: the
+/// replica's directory lock proves that process is gone.
+async fn open_hyperspace(data_dir: &Path, engine: &Engine) -> Result<(Hyperspace, Node)> {
+    let node = Node::start(
+        NodeConfig::single(data_dir.join("hyperspace")),
+        Arc::new(NoPeers),
+    )
+    .map_err(|e| ClientError::Storage {
+        kind: common::ErrorKind::Unavailable,
+        message: format!("cannot open hyperspace in {}: {e}", data_dir.display()),
+    })?;
+    let (hs, _events) = Hyperspace::open_session(
+        Arc::new(LocalChannel::new(node.clone())),
+        HsOptions::default(),
+    )
+    .await
+    .map_err(hs_err)?;
+    for s in hs.list_sessions().await.map_err(hs_err)? {
+        if s.id != hs.session() {
+            let expire = Command {
+                session: 0,
+                seq: 0,
+                first_incomplete: 0,
+                op: Some(Op::ExpireSession(ExpireSession { session: s.id })),
+            };
+            node.propose(expire)
+                .await
+                .map_err(|e| ClientError::Storage {
+                    kind: common::ErrorKind::Unavailable,
+                    message: format!("hyperspace: {e}"),
+                })?;
+        }
+    }
+    if !hs.exists(NS_ROOT).await.map_err(hs_err)? {
+        // A new database, or one from before Hyperspace: carry over the namespaces and the
+        // table-id counter the engine's meta log held (parents sort before children).
+        let mut old: Vec<String> = engine
+            .attrs(NAMESPACE_PREFIX)
+            .into_iter()
+            .map(|(k, _)| k[NAMESPACE_PREFIX.len()..].to_string())
+            .collect();
+        old.sort();
+        hs.mkdirs(NS_ROOT).await.map_err(hs_err)?;
+        for ns in old {
+            hs.mkdirs(&ns_node(&ns)).await.map_err(hs_err)?;
+        }
+        if let Some(next) = engine
+            .attr(NEXT_TABLE_ID)
+            .and_then(|v| v.parse::<i64>().ok())
+        {
+            hs.attr_set(HT_ROOT, NEXT_TABLE_ID, (next - 1).to_string())
+                .await
+                .map_err(hs_err)?;
+        }
+    }
+    Ok((hs, node))
 }
 
 fn check_component(name: &str) -> Result<()> {
@@ -158,11 +262,7 @@ impl Client for EmbeddedClient {
     fn create_namespace(&self, path: &str) -> Result<()> {
         let _g = self.ddl.lock();
         let path = self.new_name(path)?;
-        self.engine.update_attrs(
-            vec![(format!("{NAMESPACE_PREFIX}{path}"), String::new())],
-            vec![],
-        )?;
-        Ok(())
+        self.hs(self.hs.mkdir(&ns_node(&path)))
     }
 
     fn drop_namespace(&self, path: &str) -> Result<()> {
@@ -173,24 +273,22 @@ impl Client for EmbeddedClient {
                 "the root namespace cannot be dropped".into(),
             ));
         }
-        if !self.ns_exists(&path) {
+        if !self.ns_exists(&path)? {
             return Err(ClientError::NamespaceNotFound(path));
         }
         if !self.listing(&path)?.is_empty() {
             return Err(ClientError::NamespaceNotEmpty(path));
         }
-        self.engine
-            .update_attrs(vec![], vec![format!("{NAMESPACE_PREFIX}{path}")])?;
-        Ok(())
+        self.hs(self.hs.delete(&ns_node(&path)))
     }
 
     fn namespace_exists(&self, path: &str) -> Result<bool> {
-        Ok(self.ns_exists(&normalize_path(path)?))
+        self.ns_exists(&normalize_path(path)?)
     }
 
     fn listing(&self, path: &str) -> Result<Vec<ListingEntry>> {
         let path = normalize_path(path)?;
-        if !self.ns_exists(&path) {
+        if !self.ns_exists(&path)? {
             return Err(ClientError::NamespaceNotFound(path));
         }
         let prefix = if path == "/" {
@@ -203,12 +301,11 @@ impl Client for EmbeddedClient {
             (!rest.is_empty() && !rest.contains('/')).then(|| rest.to_string())
         };
         let mut out: Vec<ListingEntry> = self
-            .engine
-            .attrs(&format!("{NAMESPACE_PREFIX}{prefix}"))
+            .hs(self.hs.readdir(&ns_node(&path)))?
             .into_iter()
-            .filter_map(|(k, _)| child(&k[NAMESPACE_PREFIX.len()..]))
-            .map(|name| ListingEntry {
-                name,
+            .filter(|e| e.is_dir)
+            .map(|e| ListingEntry {
+                name: e.name,
                 is_namespace: true,
             })
             .collect();
@@ -229,14 +326,12 @@ impl Client for EmbeddedClient {
     fn create_table(&self, path: &str, mut schema: TableSchema) -> Result<TableSchema> {
         let _g = self.ddl.lock();
         let path = self.new_name(path)?;
-        let next: u32 = self
-            .engine
-            .attr(NEXT_TABLE_ID)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1);
         // Ids are never reused: the counter moves on before the table exists.
-        self.engine
-            .update_attrs(vec![(NEXT_TABLE_ID.into(), (next + 1).to_string())], vec![])?;
+        let next = self.hs(self.hs.attr_incr(HT_ROOT, NEXT_TABLE_ID, 1))?;
+        let next = u32::try_from(next).map_err(|_| ClientError::Storage {
+            kind: common::ErrorKind::Internal,
+            message: format!("table id counter out of range: {next}"),
+        })?;
         schema.id = next;
         schema.name = path.clone();
         self.engine.create_table(schema.clone())?;

@@ -1,8 +1,10 @@
 //! `ht`: the one binary (shell, servers, loader, benchmarks).
 
 mod bench;
+mod hyperspace_cmd;
 mod init_cmd;
 mod load_cmd;
+mod serve_cmd;
 mod shell;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +29,13 @@ enum Command {
     },
     /// Creates a cluster's CA and node certificates in its data directory.
     Init(init_cmd::InitArgs),
+    /// Runs one server role in the foreground.
+    Serve {
+        #[command(subcommand)]
+        role: serve_cmd::ServeCommand,
+    },
+    /// A shell on Hyperspace (ls, mkdir, attr, lock, status).
+    Hyperspace(hyperspace_cmd::HyperspaceShellArgs),
     /// Loads a TSV file into a table of the embedded database (LOAD DATA INFILE).
     Load(load_cmd::LoadArgs),
 }
@@ -39,6 +48,8 @@ fn main() -> anyhow::Result<()> {
         Command::Bench { bench } => bench::run(bench)?,
         Command::Load(args) => load_cmd::run(args)?,
         Command::Init(args) => init_cmd::run(args)?,
+        Command::Serve { role } => serve_cmd::run(role)?,
+        Command::Hyperspace(args) => hyperspace_cmd::run(args)?,
     }
     Ok(())
 }

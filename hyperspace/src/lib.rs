@@ -4,6 +4,10 @@
 //! - [`state`]: the deterministic state machine every replica applies the log to.
 //! - [`storage`]: the durable Raft log, hard state and snapshots (`raft::Storage` on disk).
 
+pub mod client;
 pub mod command;
+pub mod launch;
+pub mod node;
+pub mod service;
 pub mod state;
 pub mod storage;

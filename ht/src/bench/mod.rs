@@ -1,6 +1,7 @@
 //! `ht bench`: benchmarks that run ht next to a reference and report medians and ratios.
 
 pub mod engine;
+pub mod hyperspace;
 pub mod load;
 pub mod querylog;
 
@@ -17,6 +18,9 @@ pub enum BenchCommand {
     Engine(engine::EngineArgs),
     /// Writes a deterministic query log fitted to the AOL files (or, with --fit, measures them).
     GenQueryLog(querylog::GenArgs),
+    /// Hyperspace on a local group of replica processes: lock pairs and attribute sets per
+    /// second, 1 and 16 clients, p50/p99 latency.
+    Hyperspace(hyperspace::HyperspaceBenchArgs),
     /// LOAD DATA INFILE of a query log against the engine's own write rate (BENCH.md section 2).
     Load(load::LoadArgs),
 }
@@ -27,6 +31,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Engine(args) => engine::run(args),
         BenchCommand::GenQueryLog(args) => querylog::run(args),
         BenchCommand::Load(args) => load::run(args),
+        BenchCommand::Hyperspace(args) => hyperspace::run(args),
     }
 }
 
@@ -109,7 +114,9 @@ For `ht bench engine` the figures are, per workload, `ht ops/s / RocksDB ops/s (
 over the runs of ht and of RocksDB's db_bench, and the median of the per-pair ratios ht/RocksDB \
 (>1 means ht is faster). Ops/s = cells (or reads) / elapsed seconds, one thread. For `ht bench \
 load` they are Hypertable's load report (medians) with the peak RSS and the ratio to the \
-engine's own write rate for the same cells.\n\n\
+engine's own write rate for the same cells. For `ht bench hyperspace`: operations per second \
+over all clients (each client its own session, one operation at a time), and the p50/p99 \
+latency of one operation, per workload and client count.\n\n\
 | date (UTC) | commit | machine | command | figures |\n|---|---|---|---|---|\n";
 
 /// Appends `line` to `bench/RESULTS.md` at the repository root (or the current directory),

@@ -1,0 +1,463 @@
+//! Hyperspace with real processes: three `ht serve hyperspace` replicas on loopback, killed with
+//! SIGKILL and partitioned while clients lock, unlock and write attributes; a checker finds no
+//! two exclusive holders at any moment and no lost acknowledged write.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use hyperspace::client::{ClientEvent, ClientOptions, Hyperspace};
+use hyperspace::command::{ErrorCode, LockMode, event_mask, flags};
+use hyperspace::launch::{GroupOptions, LocalGroup};
+use parking_lot::Mutex;
+
+/// A directory for the group: a fresh temporary one, or `$HT_TEST_KEEP_DIR/<name>` (kept, for
+/// reading the replicas' logs after a failure).
+fn test_dir(name: &str) -> (std::path::PathBuf, Option<tempfile::TempDir>) {
+    match std::env::var_os("HT_TEST_KEEP_DIR") {
+        Some(base) => {
+            let d = Path::new(&base).join(name);
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            (d, None)
+        }
+        None => {
+            let t = tempfile::tempdir().unwrap();
+            (t.path().to_path_buf(), Some(t))
+        }
+    }
+}
+
+fn ht() -> &'static Path {
+    Path::new(env!("CARGO_BIN_EXE_ht"))
+}
+
+fn options(lease_ms: u64) -> ClientOptions {
+    ClientOptions {
+        lease: Duration::from_millis(lease_ms),
+        grace: Duration::from_millis(lease_ms),
+        request_timeout: Duration::from_secs(20),
+        attempt_timeout: Duration::from_secs(2),
+        ..Default::default()
+    }
+}
+
+async fn connect(
+    group: &LocalGroup,
+    lease_ms: u64,
+) -> (Hyperspace, tokio::sync::mpsc::Receiver<ClientEvent>) {
+    Hyperspace::connect(
+        group.addrs(),
+        group.credentials().clone(),
+        options(lease_ms),
+    )
+    .await
+    .expect("open a session")
+}
+
+/// One exclusive hold as a client saw it: from `lock` returning to `release` being sent.
+#[derive(Debug, Clone)]
+struct Hold {
+    worker: usize,
+    generation: u64,
+    granted: Instant,
+    released: Instant,
+}
+
+#[derive(Default, Clone)]
+struct WorkerLog {
+    holds: Vec<Hold>,
+    /// Last value whose attr_set was acknowledged, and the last one attempted.
+    acked_value: Option<u64>,
+    attempted_value: Option<u64>,
+    increments_acked: u64,
+    increments_unknown: u64,
+    expired: bool,
+}
+
+async fn worker(
+    i: usize,
+    hs: Hyperspace,
+    mut events: tokio::sync::mpsc::Receiver<ClientEvent>,
+    stop: Arc<AtomicBool>,
+    log: Arc<Mutex<WorkerLog>>,
+) {
+    let expired = Arc::new(AtomicBool::new(false));
+    let flag = expired.clone();
+    tokio::spawn(async move {
+        while let Some(e) = events.recv().await {
+            if e == ClientEvent::Expired {
+                flag.store(true, Ordering::SeqCst);
+            }
+        }
+    });
+    let handle = hs
+        .open("/test/lock", flags::READ | flags::LOCK, 0)
+        .await
+        .unwrap_or_else(|e| panic!("worker {i}: open: {e}"));
+    let mut value = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        let generation = match hs.lock(handle, LockMode::Exclusive).await {
+            Ok(g) => g,
+            Err(e) if e.code() == Some(ErrorCode::LockState) => {
+                // An earlier lock whose answer was lost was granted after all.
+                let _ = hs.release(handle).await;
+                continue;
+            }
+            Err(e) => {
+                eprintln!("worker {i}: lock: {e}");
+                if e.code() == Some(ErrorCode::SessionExpired) {
+                    expired.store(true, Ordering::SeqCst);
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let granted = Instant::now();
+        value += 1;
+        log.lock().attempted_value = Some(value);
+        match hs
+            .attr_set("/test/data", &format!("w{i}"), value.to_string())
+            .await
+        {
+            Ok(()) => log.lock().acked_value = Some(value),
+            Err(e) => eprintln!("worker {i}: attr_set: {e}"),
+        }
+        match hs.attr_incr("/test/data", "total", 1).await {
+            Ok(_) => log.lock().increments_acked += 1,
+            Err(e) => {
+                eprintln!("worker {i}: attr_incr: {e}");
+                log.lock().increments_unknown += 1;
+            }
+        }
+        let released = Instant::now();
+        log.lock().holds.push(Hold {
+            worker: i,
+            generation,
+            granted,
+            released,
+        });
+        if let Err(e) = hs.release(handle).await {
+            eprintln!("worker {i}: release: {e}");
+        }
+    }
+    log.lock().expired = expired.load(Ordering::SeqCst);
+    let _ = hs.close_session().await;
+}
+
+/// Kill -9 the leader repeatedly under load; check mutual exclusion, acknowledged writes,
+/// session survival and the time to a new leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_the_leader_repeatedly_under_lock_traffic() {
+    let (dir, _tmp) = test_dir("kill");
+    let mut group = LocalGroup::start(
+        ht(),
+        &dir,
+        GroupOptions {
+            snapshot_entries: 500,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    group.leader(Duration::from_secs(20)).await.unwrap();
+    let (admin, _ev) = connect(&group, 8000).await;
+    admin.mkdir("/test").await.unwrap();
+    let h = admin
+        .open("/test/lock", flags::CREATE | flags::WRITE, 0)
+        .await
+        .unwrap();
+    admin.close(h).await.unwrap();
+    let h = admin
+        .open("/test/data", flags::CREATE | flags::WRITE, 0)
+        .await
+        .unwrap();
+    admin.close(h).await.unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let workers = 4;
+    let mut logs = Vec::new();
+    let mut tasks = Vec::new();
+    for i in 0..workers {
+        let (hs, events) = connect(&group, 8000).await;
+        let log = Arc::new(Mutex::new(WorkerLog::default()));
+        logs.push(log.clone());
+        tasks.push(tokio::spawn(worker(i, hs, events, stop.clone(), log)));
+    }
+
+    let mut failovers = Vec::new();
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let old = group.leader(Duration::from_secs(10)).await.unwrap();
+        group.kill(old);
+        let killed = Instant::now();
+        let new = group.leader(Duration::from_secs(10)).await.unwrap();
+        // Served: a write goes through the new leader.
+        admin.noop().await.unwrap();
+        failovers.push((old, new, killed.elapsed()));
+        tokio::time::sleep(Duration::from_millis(1000)).await;
+        group.restart(old).unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    stop.store(true, Ordering::SeqCst);
+    for t in tasks {
+        tokio::time::timeout(Duration::from_secs(60), t)
+            .await
+            .expect("workers end")
+            .unwrap();
+    }
+
+    for (old, new, took) in &failovers {
+        eprintln!("leader {old} killed; leader {new} served after {took:?}");
+        assert!(*took < Duration::from_secs(5), "failover took {took:?}");
+    }
+    // No two exclusive holders at once: holds ordered by grant do not overlap, and
+    // generations rise with them.
+    let mut holds: Vec<Hold> = logs.iter().flat_map(|l| l.lock().holds.clone()).collect();
+    holds.sort_by_key(|h| h.granted);
+    assert!(
+        holds.len() >= 20,
+        "too little progress: {} holds",
+        holds.len()
+    );
+    for i in 0..workers {
+        assert!(
+            holds.iter().any(|h| h.worker == i),
+            "worker {i} never got the lock (FIFO queue)"
+        );
+    }
+    for pair in holds.windows(2) {
+        assert!(
+            pair[1].granted > pair[0].released,
+            "overlapping exclusive holds: {:?} and {:?}",
+            pair[0],
+            pair[1]
+        );
+        assert!(
+            pair[1].generation > pair[0].generation,
+            "lock generations not increasing: {:?} then {:?}",
+            pair[0],
+            pair[1]
+        );
+    }
+    // Acknowledged writes are there.
+    let mut acked_incr = 0;
+    let mut unknown_incr = 0;
+    for (i, log) in logs.iter().enumerate() {
+        let log = log.lock().clone();
+        assert!(
+            !log.expired,
+            "worker {i}'s session expired across leader changes"
+        );
+        acked_incr += log.increments_acked;
+        unknown_incr += log.increments_unknown;
+        let got = admin
+            .attr_get("/test/data", &format!("w{i}"))
+            .await
+            .unwrap()
+            .map(|v| String::from_utf8(v).unwrap().parse::<u64>().unwrap());
+        if let Some(acked) = log.acked_value {
+            let got = got.expect("acknowledged attribute missing");
+            assert!(
+                got >= acked && Some(got) <= log.attempted_value,
+                "worker {i}: value {got}, acknowledged {acked}, attempted {:?}",
+                log.attempted_value
+            );
+        }
+    }
+    let total: u64 = String::from_utf8(
+        admin
+            .attr_get("/test/data", "total")
+            .await
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap()
+    .parse()
+    .unwrap();
+    assert!(
+        total >= acked_incr && total <= acked_incr + unknown_incr,
+        "counter {total}, acknowledged increments {acked_incr}, unknown {unknown_incr}"
+    );
+    eprintln!("{} holds, counter {total}", holds.len());
+    admin.close_session().await.unwrap();
+}
+
+/// A leader cut off from the others serves no writes and no reads; the majority elects a new
+/// leader and goes on; after healing, the old leader follows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitioned_leader_serves_nothing() {
+    let (dir, _tmp) = test_dir("partition");
+    let group = LocalGroup::start(ht(), &dir, GroupOptions::default()).unwrap();
+    let old = group.leader(Duration::from_secs(20)).await.unwrap();
+    let others: Vec<u64> = group
+        .members()
+        .keys()
+        .copied()
+        .filter(|&id| id != old)
+        .collect();
+    // A client that can reach only the old leader.
+    let mut minority_opts = options(30_000);
+    minority_opts.request_timeout = Duration::from_secs(4);
+    let (minority, _e1) = Hyperspace::connect(
+        vec![group.addr(old)],
+        group.credentials().clone(),
+        minority_opts,
+    )
+    .await
+    .unwrap();
+    minority.mkdir("/p").await.unwrap();
+
+    group.isolate(old, others.clone()).await.unwrap();
+    for &o in &others {
+        group.isolate(o, vec![old]).await.unwrap();
+    }
+    let cut = Instant::now();
+    let write = minority.attr_set("/p", "x", "minority").await;
+    assert!(write.is_err(), "the isolated leader acknowledged a write");
+    let read = minority.exists("/p").await;
+    assert!(
+        read.is_err(),
+        "the isolated leader served a linearizable read"
+    );
+
+    // The majority side: a new leader, writes go on.
+    let (majority, _e2) = Hyperspace::connect(
+        others.iter().map(|&id| group.addr(id)).collect(),
+        group.credentials().clone(),
+        options(30_000),
+    )
+    .await
+    .unwrap();
+    majority.attr_set("/p", "x", "majority").await.unwrap();
+    eprintln!("majority wrote {:?} after the cut", cut.elapsed());
+
+    for id in group.members().keys().copied() {
+        group.isolate(id, vec![]).await.unwrap();
+    }
+    // The old leader now follows; its client is redirected and sees the majority's write.
+    let mut got = None;
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(15) {
+        if let Ok(v) = minority.attr_get("/p", "x").await {
+            got = v;
+            break;
+        }
+    }
+    assert_eq!(got.as_deref(), Some(&b"majority"[..]));
+    majority.close_session().await.unwrap();
+}
+
+/// Sessions and locks survive a leader change while keep-alives continue; an abandoned session
+/// expires, releasing its lock (to a waiter) and deleting its ephemeral file; a replica that was
+/// down catches up from a snapshot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_survive_failover_and_expire_when_abandoned() {
+    let (dir, _tmp) = test_dir("sessions");
+    let mut group = LocalGroup::start(
+        ht(),
+        &dir,
+        GroupOptions {
+            snapshot_entries: 100,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    group.leader(Duration::from_secs(20)).await.unwrap();
+    let (a, _ea) = connect(&group, 3000).await;
+    let (b, mut eb) = connect(&group, 3000).await;
+    a.mkdir("/s").await.unwrap();
+    let ha = a
+        .open("/s/lock", flags::CREATE | flags::LOCK | flags::WRITE, 0)
+        .await
+        .unwrap();
+    let generation = a.lock(ha, LockMode::Exclusive).await.unwrap();
+    let seq = a.sequencer(ha).await.unwrap();
+    assert_eq!(seq.generation, generation);
+    let eph = a
+        .open(
+            "/s/ephemeral",
+            flags::CREATE | flags::TEMP | flags::WRITE,
+            0,
+        )
+        .await
+        .unwrap();
+    assert!(eph > 0);
+
+    // Leader change: a's session and lock live on.
+    let old = group.leader(Duration::from_secs(10)).await.unwrap();
+    group.kill(old);
+    let killed = Instant::now();
+    group.leader(Duration::from_secs(10)).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(4000)).await; // longer than the lease
+    assert!(killed.elapsed() > Duration::from_secs(3));
+    assert_ne!(a.state(), hyperspace::client::SessionState::Expired);
+    assert!(b.check_sequencer(seq.clone()).await.unwrap());
+    let hb = b
+        .open("/s/lock", flags::LOCK | flags::READ, 0)
+        .await
+        .unwrap();
+    assert_eq!(b.try_lock(hb, LockMode::Exclusive).await.unwrap(), None);
+    let dir_handle = b
+        .open("/s", flags::READ, event_mask::CHILD_NODE_REMOVED)
+        .await
+        .unwrap();
+
+    // While the old leader is down, enough entries that it must catch up from a snapshot.
+    for _ in 0..150 {
+        b.noop().await.unwrap();
+    }
+    group.restart(old).unwrap();
+
+    // a crashes (stops its keep-alives): its session expires, b's blocking lock is granted and
+    // the ephemeral file goes.
+    a.abandon();
+    let abandoned = Instant::now();
+    let g2 = tokio::time::timeout(Duration::from_secs(15), b.lock(hb, LockMode::Exclusive))
+        .await
+        .expect("the lock passes to b after a's session expires")
+        .unwrap();
+    eprintln!("lock passed after {:?}", abandoned.elapsed());
+    assert!(g2 > generation);
+    assert!(!b.check_sequencer(seq).await.unwrap());
+    assert!(!b.exists("/s/ephemeral").await.unwrap());
+    let mut saw_removed = false;
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_secs(2), eb.recv()).await {
+        if let ClientEvent::Node(ev) = e
+            && ev.handle == dir_handle
+            && ev.kind == event_mask::CHILD_NODE_REMOVED
+            && ev.name == "ephemeral"
+        {
+            saw_removed = true;
+            break;
+        }
+    }
+    assert!(
+        saw_removed,
+        "no CHILD_NODE_REMOVED event for the ephemeral file"
+    );
+
+    // The restarted replica caught up, from a snapshot.
+    let leader = group.leader(Duration::from_secs(10)).await.unwrap();
+    let commit = group.status(leader).await.unwrap().commit;
+    let start = Instant::now();
+    loop {
+        let st = group.status(old).await;
+        if let Ok(st) = &st
+            && st.applied >= commit
+        {
+            assert!(
+                st.snapshots_installed >= 1,
+                "caught up without a snapshot: {st:?}"
+            );
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "replica {old} did not catch up: {st:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    b.close_session().await.unwrap();
+}
