@@ -47,6 +47,8 @@ commands:
   sequencer HANDLE
   sessions                     live sessions
   status                       leader, term, commit index of the replica answering
+  member add ID HOST:PORT      add a replica (started with `ht serve hyperspace --join`)
+  member remove ID             remove a replica
   help | quit";
 
 pub fn run(args: HyperspaceShellArgs) -> anyhow::Result<()> {
@@ -124,7 +126,12 @@ pub fn run(args: HyperspaceShellArgs) -> anyhow::Result<()> {
             if matches!(words[0], "quit" | "exit") {
                 break;
             }
-            match execute(&hs, &words).await {
+            let result = if words[0] == "member" {
+                member(&args, &words).await
+            } else {
+                execute(&hs, &words).await
+            };
+            match result {
                 Ok(out) => {
                     if !out.is_empty() {
                         println!("{out}");
@@ -145,6 +152,39 @@ pub fn run(args: HyperspaceShellArgs) -> anyhow::Result<()> {
         }
         anyhow::Ok(())
     })
+}
+
+/// `member add ID ADDR` / `member remove ID`: a Raft configuration change, asked of the
+/// replicas with their own credentials (membership is not a client operation).
+async fn member(args: &HyperspaceShellArgs, words: &[&str]) -> anyhow::Result<String> {
+    if args.embedded {
+        bail!("member: the embedded replica is a group of one");
+    }
+    let add = match arg(words, 1, "add|remove")? {
+        "add" => true,
+        "remove" => false,
+        other => bail!("member {other}: say add or remove"),
+    };
+    let id: u64 = arg(words, 2, "ID")?
+        .parse()
+        .context("member: ID is a number")?;
+    let addr = if add { arg(words, 3, "HOST:PORT")? } else { "" };
+    let creds = ClusterCredentials::load(&args.data_dir, hyperspace::service::SERVER_NAME)
+        .context("member: needs the hyperspace certificate of the data directory")?;
+    hyperspace::launch::change_member(
+        &args.hyperspace,
+        &creds,
+        add,
+        id,
+        addr,
+        std::time::Duration::from_secs(30),
+    )
+    .await
+    .map_err(anyhow::Error::msg)?;
+    Ok(format!(
+        "replica {id} {}",
+        if add { "added" } else { "removed" }
+    ))
 }
 
 fn event_name(kind: u32) -> &'static str {

@@ -461,3 +461,163 @@ async fn sessions_survive_failover_and_expire_when_abandoned() {
     }
     b.close_session().await.unwrap();
 }
+
+/// A fourth replica joins through a Raft configuration change, catches up and counts in the
+/// quorum; then it is removed again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn membership_change_adds_and_removes_a_replica() {
+    let (dir, _tmp) = test_dir("membership");
+    let mut group = LocalGroup::start(ht(), &dir, GroupOptions::default()).unwrap();
+    group.leader(Duration::from_secs(20)).await.unwrap();
+    let (hs, _e) = connect(&group, 8000).await;
+    hs.mkdir("/m").await.unwrap();
+    for i in 0..20 {
+        hs.attr_set("/m", "i", i.to_string()).await.unwrap();
+    }
+    let founders = group.addrs();
+    let addr4 = hyperspace::launch::free_addr().unwrap().to_string();
+    group.spawn_joiner(4, addr4.clone()).unwrap();
+    hyperspace::launch::change_member(
+        &founders,
+        group.server_credentials(),
+        true,
+        4,
+        &addr4,
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap();
+    hs.attr_set("/m", "after", "join").await.unwrap();
+    let leader = group.leader(Duration::from_secs(10)).await.unwrap();
+    let commit = group.status(leader).await.unwrap().commit;
+    let start = Instant::now();
+    loop {
+        if let Ok(st) = group.status(4).await
+            && st.applied >= commit
+        {
+            assert_eq!(st.members.len(), 4, "{st:?}");
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the new replica did not catch up"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // With four voters, two replicas down would stop writes; one down must not.
+    let follower = group
+        .members()
+        .keys()
+        .copied()
+        .find(|&id| id != leader && id != 4)
+        .unwrap();
+    group.kill(follower);
+    hs.attr_set("/m", "with", "one down").await.unwrap();
+    group.restart(follower).unwrap();
+    hyperspace::launch::change_member(
+        &founders,
+        group.server_credentials(),
+        false,
+        4,
+        &addr4,
+        Duration::from_secs(20),
+    )
+    .await
+    .unwrap();
+    let leader = group.leader(Duration::from_secs(10)).await.unwrap();
+    let st = group.status(leader).await.unwrap();
+    assert_eq!(st.members.len(), 3, "{st:?}");
+    assert!(!st.members.contains_key(&4));
+    group.kill(4);
+    hs.attr_set("/m", "after", "removal").await.unwrap();
+    assert_eq!(
+        hs.attr_get("/m", "with").await.unwrap().as_deref(),
+        Some(&b"one down"[..])
+    );
+    hs.close_session().await.unwrap();
+}
+
+/// The `ht hyperspace` shell on an embedded single replica.
+#[test]
+fn shell_on_an_embedded_replica() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(ht())
+        .args(["hyperspace", "--embedded", "--data-dir"])
+        .arg(dir.path())
+        .args([
+            "-e",
+            "mkdir /a; mkdir -p /a/b/c; create /a/f; ls /a; attr set /a/f k hello world; \
+             attr get /a/f k; attr incr /a/f n 5; attr incr /a/f n; attr list /a/f; \
+             open /a/f lock; lock 2; sequencer 2; unlock 2; exists /a/b/c; rm /a/b/c; exists /a/b/c; status",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let expected_start = "b/\nf\nhello world\n5\n6\nk\nn\nhandle 2\ngranted, generation ";
+    assert!(stdout.starts_with(expected_start), "{stdout}");
+    assert!(stdout.contains("/a/f Exclusive generation"), "{stdout}");
+    assert!(
+        stdout.contains("\ntrue\nfalse\nreplica 1 role Leader"),
+        "{stdout}"
+    );
+    // The data is still there for the next process; an error ends a -e run with status 1.
+    let out = std::process::Command::new(ht())
+        .args(["hyperspace", "--embedded", "--data-dir"])
+        .arg(dir.path())
+        .args(["-e", "attr get /a/f k; rm /nonexistent"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(
+        stdout.starts_with("hello world\nerror: hyperspace delete: NotFound"),
+        "{stdout}"
+    );
+}
+
+/// With every replica gone, a client reports jeopardy when its lease runs out and expiry after
+/// the grace period; its blocked requests fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_reports_jeopardy_then_expiry() {
+    let (dir, _tmp) = test_dir("jeopardy");
+    let mut group = LocalGroup::start(ht(), &dir, GroupOptions::default()).unwrap();
+    group.leader(Duration::from_secs(20)).await.unwrap();
+    let mut opts = options(2000);
+    opts.grace = Duration::from_secs(2);
+    let (hs, mut events) = Hyperspace::connect(group.addrs(), group.credentials().clone(), opts)
+        .await
+        .unwrap();
+    hs.mkdir("/j").await.unwrap();
+    group.stop();
+    let stopped = Instant::now();
+    let mut seen = Vec::new();
+    while let Ok(Some(e)) = tokio::time::timeout(Duration::from_secs(10), events.recv()).await {
+        seen.push((e.clone(), stopped.elapsed()));
+        if e == ClientEvent::Expired {
+            break;
+        }
+    }
+    eprintln!("{seen:?}");
+    assert_eq!(
+        seen.iter().map(|(e, _)| e.clone()).collect::<Vec<_>>(),
+        vec![ClientEvent::Jeopardy, ClientEvent::Expired]
+    );
+    assert!(
+        seen[0].1 <= Duration::from_secs(4),
+        "jeopardy late: {seen:?}"
+    );
+    assert!(
+        seen[1].1 >= Duration::from_secs(2),
+        "expired early: {seen:?}"
+    );
+    assert_eq!(hs.state(), hyperspace::client::SessionState::Expired);
+    assert!(matches!(
+        hs.mkdir("/k").await,
+        Err(hyperspace::client::ClientError::SessionExpired(_))
+    ));
+}

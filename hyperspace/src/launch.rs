@@ -40,6 +40,8 @@ pub struct LocalGroup {
     members: BTreeMap<u64, String>,
     procs: BTreeMap<u64, Child>,
     credentials: ClusterCredentials,
+    /// The replicas' own identity, for replica-only methods (fault injection, membership).
+    server_credentials: ClusterCredentials,
 }
 
 /// A free UDP port on loopback (bound and released; good enough for tests on one machine).
@@ -65,6 +67,8 @@ impl LocalGroup {
         }
         let credentials = ClusterCredentials::load(dir, "client")
             .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let server_credentials = ClusterCredentials::load(dir, SERVER_NAME)
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
         let mut members = BTreeMap::new();
         for id in 1..=options.replicas {
             members.insert(id, free_addr()?.to_string());
@@ -76,6 +80,7 @@ impl LocalGroup {
             members,
             procs: BTreeMap::new(),
             credentials,
+            server_credentials,
         };
         for id in group.members.keys().copied().collect::<Vec<_>>() {
             group.spawn(id)?;
@@ -104,11 +109,20 @@ impl LocalGroup {
         &self.credentials
     }
 
+    /// The replicas' own credentials (replica-only methods).
+    pub fn server_credentials(&self) -> &ClusterCredentials {
+        &self.server_credentials
+    }
+
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
     fn spawn(&mut self, id: u64) -> std::io::Result<()> {
+        self.spawn_with(id, false)
+    }
+
+    fn spawn_with(&mut self, id: u64, join: bool) -> std::io::Result<()> {
         let peers: Vec<String> = self
             .members
             .iter()
@@ -135,6 +149,9 @@ impl LocalGroup {
             .stderr(log);
         if !self.options.sync {
             cmd.arg("--no-sync");
+        }
+        if join {
+            cmd.arg("--join");
         }
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info,raft=warn");
@@ -165,7 +182,7 @@ impl LocalGroup {
     async fn client(&self, id: u64) -> Result<rpc::Client, String> {
         tokio::time::timeout(
             Duration::from_secs(2),
-            rpc::Client::connect(self.addr(id), SERVER_NAME, &self.credentials),
+            rpc::Client::connect(self.addr(id), SERVER_NAME, &self.server_credentials),
         )
         .await
         .map_err(|_| format!("connect to replica {id} timed out"))?
@@ -219,12 +236,72 @@ impl LocalGroup {
         Ok(())
     }
 
+    /// Starts replica `id` at `addr` as a new, empty member that waits to be added
+    /// ([`change_member`]).
+    pub fn spawn_joiner(&mut self, id: u64, addr: String) -> std::io::Result<()> {
+        self.members.insert(id, addr);
+        self.spawn_with(id, true)
+    }
+
     /// Stops every replica (SIGKILL; the log is durable, so nothing is lost).
     pub fn stop(&mut self) {
         for id in self.procs.keys().copied().collect::<Vec<_>>() {
             self.kill(id);
         }
     }
+}
+
+/// Adds (`add`) or removes replica `id` (at `addr`) through a Raft configuration change,
+/// asking each of `replicas` until the leader accepts. `credentials` must be the replicas' own
+/// (`hyperspace`).
+pub async fn change_member(
+    replicas: &[SocketAddr],
+    credentials: &ClusterCredentials,
+    add: bool,
+    id: u64,
+    addr: &str,
+    timeout: Duration,
+) -> Result<(), String> {
+    let request = crate::service::MemberRequest {
+        add,
+        id,
+        addr: addr.to_string(),
+    }
+    .encode_to_vec();
+    let start = Instant::now();
+    let mut last = String::from("no replica tried");
+    while start.elapsed() < timeout {
+        for &r in replicas {
+            let c = match tokio::time::timeout(
+                Duration::from_secs(1),
+                rpc::Client::connect(r, SERVER_NAME, credentials),
+            )
+            .await
+            {
+                Ok(Ok(c)) => c,
+                Ok(Err(e)) => {
+                    last = e.to_string();
+                    continue;
+                }
+                Err(_) => {
+                    last = format!("connect to {r} timed out");
+                    continue;
+                }
+            };
+            let result = c
+                .call("hs.member", request.clone().into(), Duration::from_secs(10))
+                .await;
+            c.close().await;
+            match result {
+                Ok(_) => return Ok(()),
+                Err(e) => last = e.to_string(),
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(format!(
+        "membership change not accepted within {timeout:?}: {last}"
+    ))
 }
 
 impl Drop for LocalGroup {

@@ -161,7 +161,8 @@ enum Input {
         max_events: usize,
         reply: Reply<KeepAlive>,
     },
-    Raft(Vec<Message>),
+    /// Raft messages, and the sender's id and address (learnt if unknown).
+    Raft(Vec<Message>, Option<(u64, String)>),
     Member {
         add: bool,
         id: u64,
@@ -260,9 +261,13 @@ impl Node {
         rx.await.map_err(|_| NodeError::Stopped)?
     }
 
-    /// Raft messages from a peer.
-    pub async fn step(&self, msgs: Vec<Message>) -> Result<(), NodeError> {
-        self.send(Input::Raft(msgs)).await
+    /// Raft messages from a peer, with its id and address when it said them.
+    pub async fn step(
+        &self,
+        msgs: Vec<Message>,
+        sender: Option<(u64, String)>,
+    ) -> Result<(), NodeError> {
+        self.send(Input::Raft(msgs, sender)).await
     }
 
     /// Adds a replica (`add`) or removes one, through a Raft configuration change; returns when
@@ -498,7 +503,9 @@ impl Driver {
         let _ = tx;
         let dir_lock = lock_dir(&config.dir)?;
         let storage = DiskStorage::open(&config.dir.join("raft"), config.storage.clone())?;
-        let mut members = load_members(&config.dir).unwrap_or_default();
+        // The address book: the saved member list, else the addresses given at start (a
+        // joining replica needs them to answer the leader before it learns the configuration).
+        let mut members = load_members(&config.dir).unwrap_or_else(|| config.members.clone());
         if storage.is_empty() && !config.join {
             if !config.members.contains_key(&config.id) {
                 return Err(NodeError::Invalid(format!(
@@ -631,7 +638,13 @@ impl Driver {
                 max_events,
                 reply,
             }),
-            Input::Raft(msgs) => {
+            Input::Raft(msgs, sender) => {
+                if let Some((id, addr)) = sender
+                    && id != 0
+                    && !addr.is_empty()
+                {
+                    self.members.entry(id).or_insert(addr);
+                }
                 for m in msgs {
                     if let Err(e) = self.raw.step(m) {
                         debug!(replica = self.id, error = %e, "raft step");

@@ -39,6 +39,11 @@ pub struct RaftBatch {
     /// Raft messages, each encoded by raft-rs's own protobuf codec.
     #[prost(bytes = "vec", repeated, tag = "1")]
     pub messages: Vec<Vec<u8>>,
+    /// The sending replica's id and the address it serves on.
+    #[prost(uint64, tag = "2")]
+    pub sender_id: u64,
+    #[prost(string, tag = "3")]
+    pub sender_addr: String,
 }
 
 /// The answer to `hs.call`. A `NotLeader` error names the leader when known.
@@ -282,12 +287,18 @@ impl HyperspaceService {
 
 #[async_trait]
 impl rpc::Service for HyperspaceService {
-    async fn call(
-        &self,
-        _peer: &PeerInfo,
-        method: &str,
-        payload: Bytes,
-    ) -> Result<Bytes, RpcError> {
+    async fn call(&self, peer: &PeerInfo, method: &str, payload: Bytes) -> Result<Bytes, RpcError> {
+        // Raft traffic, membership and fault injection only from fellow replicas (or an
+        // operator holding their certificate), never from clients.
+        if matches!(method, "hs.raft" | "hs.member" | "hs.fault") && !peer.is_node(SERVER_NAME) {
+            return Err(RpcError::service(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{method} from {}: only hyperspace replicas may call it",
+                    peer.addr
+                ),
+            ));
+        }
         match method {
             "hs.call" => {
                 let cmd: Command = decode(method, payload)?;
@@ -314,7 +325,8 @@ impl rpc::Service for HyperspaceService {
                     }
                 }
                 if !msgs.is_empty() {
-                    self.node.step(msgs).await.map_err(unavailable)?;
+                    let sender = Some((batch.sender_id, batch.sender_addr));
+                    self.node.step(msgs, sender).await.map_err(unavailable)?;
                 }
                 Ok(Bytes::new())
             }
@@ -389,6 +401,8 @@ type PeerQueue = (String, mpsc::Sender<Vec<Message>>);
 
 /// Sends Raft messages to peers over `rpc`, one queue and one task per peer.
 pub struct RpcTransport {
+    /// This replica's id and the address peers reach it at (sent with every batch).
+    me: (u64, String),
     credentials: ClusterCredentials,
     options: TransportOptions,
     runtime: tokio::runtime::Handle,
@@ -401,11 +415,13 @@ pub struct RpcTransport {
 
 impl RpcTransport {
     fn new(
+        me: (u64, String),
         credentials: ClusterCredentials,
         options: TransportOptions,
         isolated: Arc<RwLock<BTreeSet<u64>>>,
     ) -> Self {
         Self {
+            me,
             credentials,
             options,
             runtime: tokio::runtime::Handle::current(),
@@ -418,6 +434,7 @@ impl RpcTransport {
     fn spawn_peer(&self, to: u64, addr: String) -> mpsc::Sender<Vec<Message>> {
         let (tx, mut rx) = mpsc::channel::<Vec<Message>>(self.options.queue_batches.max(1));
         let credentials = self.credentials.clone();
+        let me = self.me.clone();
         let deadline = self.options.call_deadline;
         let idle = self.options.idle_timeout;
         let reports = self.reports.clone();
@@ -439,7 +456,8 @@ impl RpcTransport {
                 let ok = if backoff_until.is_some_and(|t| tokio::time::Instant::now() < t) {
                     false
                 } else {
-                    match send_batch(&mut client, &credentials, &addr, &msgs, deadline, idle).await
+                    match send_batch(&mut client, &credentials, &me, &addr, &msgs, deadline, idle)
+                        .await
                     {
                         Ok(()) => {
                             backoff_until = None;
@@ -471,6 +489,7 @@ impl RpcTransport {
 async fn send_batch(
     client: &mut Option<rpc::Client>,
     credentials: &ClusterCredentials,
+    me: &(u64, String),
     addr: &str,
     msgs: &[Message],
     deadline: Duration,
@@ -498,7 +517,11 @@ async fn send_batch(
     let Some(c) = client.as_ref() else {
         return Err("no connection".into());
     };
-    let mut batch = RaftBatch::default();
+    let mut batch = RaftBatch {
+        sender_id: me.0,
+        sender_addr: me.1.clone(),
+        ..Default::default()
+    };
     for m in msgs {
         batch
             .messages
@@ -558,7 +581,14 @@ impl Replica {
         let credentials = ClusterCredentials::load(&config.credentials_dir, SERVER_NAME)
             .map_err(|e| ReplicaError::Setup(format!("credentials: {e}")))?;
         let isolated = Arc::new(RwLock::new(BTreeSet::new()));
+        let my_addr = config
+            .node
+            .members
+            .get(&config.node.id)
+            .cloned()
+            .unwrap_or_else(|| config.listen.to_string());
         let transport = Arc::new(RpcTransport::new(
+            (config.node.id, my_addr),
             credentials.clone(),
             config.transport.clone(),
             isolated.clone(),

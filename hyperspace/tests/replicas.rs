@@ -159,3 +159,34 @@ async fn three_replicas_elect_commit_and_fail_over() {
         r.shutdown().await;
     }
 }
+
+/// Raft traffic, membership changes and fault injection are refused from a client certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_methods_refuse_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    credentials(dir.path());
+    let members: BTreeMap<u64, String> = BTreeMap::from([(1, free_addr().to_string())]);
+    let replica = Replica::start(config(dir.path(), 1, &members))
+        .await
+        .unwrap();
+    let creds = ClusterCredentials::load(dir.path(), "client").unwrap();
+    let c = rpc::Client::connect(replica.local_addr(), "hyperspace", &creds)
+        .await
+        .unwrap();
+    for method in ["hs.raft", "hs.member", "hs.fault"] {
+        let err = c
+            .call(method, bytes::Bytes::new(), Duration::from_secs(2))
+            .await
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("only hyperspace replicas"),
+            "{method}: {err}"
+        );
+    }
+    // A client may ask for status.
+    c.call("hs.status", bytes::Bytes::new(), Duration::from_secs(2))
+        .await
+        .unwrap();
+    c.close().await;
+    replica.shutdown().await;
+}

@@ -36,6 +36,11 @@ impl RetryPolicy {
     }
 }
 
+/// `wait` stretched by a random 0-50%, so that clients failed by one event do not retry in step.
+pub fn jittered(wait: Duration) -> Duration {
+    wait + wait.mul_f64(rand::random::<f64>() * 0.5)
+}
+
 /// Runs `op` until it succeeds, fails with a non-retryable error, or runs out of attempts.
 /// Only for idempotent operations: a timed-out attempt may have taken effect.
 pub async fn retry<T, F, Fut>(policy: &RetryPolicy, mut op: F) -> Result<T, RpcError>
@@ -49,7 +54,7 @@ where
             Ok(value) => return Ok(value),
             Err(e) if e.is_retryable() && attempt + 1 < policy.max_attempts => {
                 tracing::debug!(error = %e, attempt, "rpc: retrying");
-                tokio::time::sleep(policy.backoff(attempt)).await;
+                tokio::time::sleep(jittered(policy.backoff(attempt))).await;
                 attempt += 1;
             }
             Err(e) => return Err(e),
@@ -75,6 +80,14 @@ mod tests {
         assert_eq!(policy.backoff(2), Duration::from_millis(40));
         assert_eq!(policy.backoff(3), Duration::from_millis(50));
         assert_eq!(policy.backoff(100), Duration::from_millis(50));
+    }
+
+    #[test]
+    fn jitter_stays_within_half_again() {
+        let base = Duration::from_millis(100);
+        let waits: Vec<Duration> = (0..200).map(|_| jittered(base)).collect();
+        assert!(waits.iter().all(|w| *w >= base && *w <= base.mul_f64(1.5)));
+        assert!(waits.iter().any(|w| *w != waits[0]), "no jitter at all");
     }
 
     #[tokio::test(start_paused = true)]

@@ -26,6 +26,24 @@ const ACK_WAIT: Duration = Duration::from_secs(5);
 pub struct PeerInfo {
     /// The peer's UDP address.
     pub addr: SocketAddr,
+    /// The certificate the peer presented (its chain to the cluster CA was verified in the
+    /// handshake).
+    pub certificate: Option<rustls::pki_types::CertificateDer<'static>>,
+}
+
+impl PeerInfo {
+    /// True if the peer's certificate was issued to node `name` (`ht init --nodes`): how a
+    /// service tells its fellow servers from clients.
+    pub fn is_node(&self, name: &str) -> bool {
+        let Some(cert) = &self.certificate else {
+            return false;
+        };
+        let Ok(server_name) = rustls::pki_types::ServerName::try_from(name) else {
+            return false;
+        };
+        webpki::EndEntityCert::try_from(cert)
+            .is_ok_and(|ee| ee.verify_is_valid_for_subject_name(&server_name).is_ok())
+    }
 }
 
 /// What a server serves. Methods are named by strings; payloads are prost-encoded messages.
@@ -207,8 +225,16 @@ async fn serve_connection<S: Service>(
     mut shutdown: watch::Receiver<bool>,
     task_token: mpsc::Sender<()>,
 ) {
+    let certificate = conn
+        .peer_identity()
+        .and_then(|id| {
+            id.downcast::<Vec<rustls::pki_types::CertificateDer<'static>>>()
+                .ok()
+        })
+        .and_then(|chain| chain.into_iter().next());
     let peer = PeerInfo {
         addr: conn.remote_address(),
+        certificate,
     };
     loop {
         let (send, recv) = tokio::select! {
@@ -311,4 +337,31 @@ async fn finish(
     }
     let _ = send.finish();
     let _ = tokio::time::timeout(ACK_WAIT, send.stopped()).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_node_matches_only_the_certificate_name() {
+        let dir = tempfile::tempdir().unwrap();
+        ClusterCredentials::create(dir.path()).unwrap();
+        ClusterCredentials::issue(dir.path(), "client").unwrap();
+        ClusterCredentials::issue(dir.path(), "hyperspace").unwrap();
+        for (name, other) in [("client", "hyperspace"), ("hyperspace", "client")] {
+            let creds = ClusterCredentials::load(dir.path(), name).unwrap();
+            let peer = PeerInfo {
+                addr: "127.0.0.1:1".parse().unwrap(),
+                certificate: Some(creds.certificate().clone()),
+            };
+            assert!(peer.is_node(name), "{name}");
+            assert!(!peer.is_node(other), "{name} passed as {other}");
+        }
+        let anonymous = PeerInfo {
+            addr: "127.0.0.1:1".parse().unwrap(),
+            certificate: None,
+        };
+        assert!(!anonymous.is_node("client"));
+    }
 }

@@ -209,6 +209,11 @@ impl ClusterCredentials {
         &self.name
     }
 
+    /// This node's own certificate (DER), the first of its chain.
+    pub fn certificate(&self) -> &CertificateDer<'static> {
+        &self.cert_chain[0]
+    }
+
     /// The cluster CA certificate (DER) these credentials trust.
     pub fn ca_cert(&self) -> &CertificateDer<'static> {
         &self.ca_cert
