@@ -360,6 +360,9 @@ struct NodeSnapshot {
 struct Pending<T> {
     reply: Reply<T>,
     deadline: Instant,
+    /// The term it was proposed in: an entry answers it only if it has this term (proposal
+    /// numbers restart with the process, so an older incarnation's entry may carry the same).
+    term: u64,
 }
 
 enum ReadKind {
@@ -709,6 +712,7 @@ impl Driver {
         }
         let n = self.next_ctx;
         self.next_ctx += 1;
+        let term = self.raw.raft.term;
         match self.raw.propose(ctx_bytes(self.id, n), cmd.encode_to_vec()) {
             Ok(()) => {
                 self.proposals.insert(
@@ -716,6 +720,7 @@ impl Driver {
                     Pending {
                         reply,
                         deadline: Instant::now() + self.config.request_timeout,
+                        term,
                     },
                 );
             }
@@ -784,6 +789,7 @@ impl Driver {
         cc.context = Bytes::from(addr.into_bytes());
         let n = self.next_ctx;
         self.next_ctx += 1;
+        let term = self.raw.raft.term;
         match self.raw.propose_conf_change(ctx_bytes(self.id, n), cc) {
             Ok(()) => {
                 self.member_changes.insert(
@@ -791,6 +797,7 @@ impl Driver {
                     Pending {
                         reply,
                         deadline: Instant::now() + self.config.request_timeout * 4,
+                        term,
                     },
                 );
             }
@@ -1044,6 +1051,7 @@ impl Driver {
         };
         if let Some((node, n)) = parse_ctx(&entry.context)
             && node == self.id
+            && self.proposals.get(&n).is_some_and(|p| p.term == entry.term)
             && let Some(p) = self.proposals.remove(&n)
         {
             let _ = p.reply.send(Ok(response));
@@ -1094,6 +1102,10 @@ impl Driver {
         info!(replica = self.id, change = ?cc.get_change_type(), node = cc.node_id, "membership changed");
         if let Some((node, n)) = parse_ctx(&entry.context)
             && node == self.id
+            && self
+                .member_changes
+                .get(&n)
+                .is_some_and(|p| p.term == entry.term)
             && let Some(p) = self.member_changes.remove(&n)
         {
             let _ = p.reply.send(Ok(()));
@@ -1245,5 +1257,146 @@ fn fail_read(kind: ReadKind, err: NodeError) {
         ReadKind::KeepAlive { reply, .. } => {
             let _ = reply.send(Err(err));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::command::{CreateSession, Mkdir, Reply as CmdReply};
+    use raft::prelude::HardState;
+
+    /// A transport that keeps what is sent, for the test to deliver (or not).
+    #[derive(Default)]
+    struct Capture(Mutex<Vec<Message>>);
+
+    impl Transport for Capture {
+        fn send(&self, _to: u64, _addr: &str, msgs: Vec<Message>) {
+            self.0.lock().extend(msgs);
+        }
+    }
+
+    fn config(id: u64, dir: &std::path::Path, members: &BTreeMap<u64, String>) -> NodeConfig {
+        let mut c = NodeConfig::new(id, dir.to_path_buf(), members.clone());
+        c.storage.sync = false;
+        c
+    }
+
+    fn driver(config: NodeConfig) -> (Driver, Arc<Capture>) {
+        std::fs::create_dir_all(&config.dir).unwrap();
+        let capture = Arc::new(Capture::default());
+        let (tx, _rx) = mpsc::channel(16);
+        let (applied_tx, _) = watch::channel(0);
+        let d = Driver::open(
+            config,
+            capture.clone(),
+            tx,
+            applied_tx,
+            Arc::new(Mutex::new(None)),
+        )
+        .expect("open driver");
+        (d, capture)
+    }
+
+    fn two_members() -> BTreeMap<u64, String> {
+        BTreeMap::from([(1, "a".to_string()), (2, "b".to_string())])
+    }
+
+    /// One round: each driver handles its ready; what 1 sent goes to 2 (if `to_2`) and back.
+    fn pump(d1: &mut Driver, c1: &Capture, d2: &mut Driver, c2: &Capture, to_2: bool) {
+        d1.on_ready().unwrap();
+        d2.on_ready().unwrap();
+        let from_1: Vec<Message> = std::mem::take(&mut *c1.0.lock());
+        let from_2: Vec<Message> = std::mem::take(&mut *c2.0.lock());
+        if to_2 && !from_1.is_empty() {
+            d2.handle(Input::Raft(from_1, None));
+        }
+        if !from_2.is_empty() {
+            d1.handle(Input::Raft(from_2, None));
+        }
+    }
+
+    fn cmd(op: Op) -> Command {
+        Command {
+            session: 0,
+            seq: 0,
+            first_incomplete: 0,
+            op: Some(op),
+        }
+    }
+
+    /// Replica 1 of {1, 2} with `old` in its log: an entry it proposed in term 1 as
+    /// (replica 1, proposal 1) that never committed before it restarted. Elected again with
+    /// replica 2's vote, but with nothing delivered to 2 after that (so nothing committed yet).
+    fn restarted_leader_with_uncommitted_entry(
+        tmp: &std::path::Path,
+    ) -> (Driver, Arc<Capture>, Driver, Arc<Capture>) {
+        let members = two_members();
+        let dir1 = tmp.join("1");
+        std::fs::create_dir_all(&dir1).unwrap();
+        {
+            let storage =
+                DiskStorage::open(&dir1.join("raft"), config(1, &dir1, &members).storage).unwrap();
+            storage
+                .initialize(ConfState {
+                    voters: vec![1, 2],
+                    ..Default::default()
+                })
+                .unwrap();
+            let old = Entry {
+                index: 1,
+                term: 1,
+                context: ctx_bytes(1, 1).into(),
+                data: cmd(Op::Mkdir(Mkdir {
+                    path: "/old".into(),
+                    parents: false,
+                }))
+                .encode_to_vec()
+                .into(),
+                ..Default::default()
+            };
+            let hs = HardState {
+                term: 1,
+                vote: 1,
+                commit: 0,
+                ..Default::default()
+            };
+            storage.persist(&[old], Some(&hs)).unwrap();
+        }
+        let (mut d1, c1) = driver(config(1, &dir1, &members));
+        let (mut d2, c2) = driver(config(2, &tmp.join("2"), &members));
+        d1.raw.campaign().unwrap();
+        for _ in 0..10 {
+            if d1.role == StateRole::Leader {
+                break;
+            }
+            pump(&mut d1, &c1, &mut d2, &c2, true);
+        }
+        assert_eq!(d1.role, StateRole::Leader);
+        // Keep the new leader's first append from reaching 2 yet.
+        c1.0.lock().clear();
+        (d1, c1, d2, c2)
+    }
+
+    #[test]
+    fn proposal_is_not_answered_by_an_older_incarnations_entry() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut d1, c1, mut d2, c2) = restarted_leader_with_uncommitted_entry(tmp.path());
+        let (reply, mut rx) = oneshot::channel();
+        d1.handle(Input::Propose(
+            cmd(Op::CreateSession(CreateSession {
+                nonce: 7,
+                lease_ms: 10_000,
+            })),
+            reply,
+        ));
+        for _ in 0..20 {
+            pump(&mut d1, &c1, &mut d2, &c2, true);
+        }
+        let response = rx.try_recv().expect("answered").expect("applied");
+        assert!(
+            matches!(response.reply, Some(CmdReply::Session(_))),
+            "CreateSession answered with another command's response: {response:?}"
+        );
     }
 }
