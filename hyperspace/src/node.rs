@@ -394,6 +394,9 @@ struct Driver {
     reads: HashMap<u64, (ReadKind, Instant)>,
     /// Reads whose index is known, waiting for `applied` to reach it.
     ready_reads: VecDeque<(u64, ReadKind)>,
+    /// Reads asked before this leader committed an entry of its term, which raft-rs drops
+    /// without a word: asked again once it has.
+    deferred_reads: Vec<u64>,
     /// Leader only: when each session's lease ends.
     leases: HashMap<u64, Instant>,
     /// Leader only: sessions with an `ExpireSession` in flight, and when it may be re-proposed.
@@ -580,6 +583,7 @@ impl Driver {
             member_changes: HashMap::new(),
             reads: HashMap::new(),
             ready_reads: VecDeque::new(),
+            deferred_reads: Vec::new(),
             leases: HashMap::new(),
             expiring: HashMap::new(),
             stopping: None,
@@ -767,6 +771,9 @@ impl Driver {
         }
         let n = self.next_ctx;
         self.next_ctx += 1;
+        if !self.raw.raft.commit_to_current_term() {
+            self.deferred_reads.push(n);
+        }
         self.raw.read_index(ctx_bytes(self.id, n));
         self.reads
             .insert(n, (kind, Instant::now() + self.config.request_timeout));
@@ -861,6 +868,8 @@ impl Driver {
                 fail_read(kind, NodeError::Timeout(timeout));
             }
         }
+        let reads = &self.reads;
+        self.deferred_reads.retain(|n| reads.contains_key(n));
         // Lease expiry, leader only.
         if self.role == StateRole::Leader {
             let due: Vec<u64> = self
@@ -908,6 +917,7 @@ impl Driver {
         } else if was_leader {
             self.leases.clear();
             self.expiring.clear();
+            self.deferred_reads.clear();
             // What was proposed may still commit under the next leader; the client retries with
             // the same seq and gets the first answer.
             let err = self.not_leader();
@@ -944,6 +954,7 @@ impl Driver {
 
     fn on_ready(&mut self) -> Result<(), NodeError> {
         self.update_role();
+        self.reissue_deferred_reads();
         if !self.raw.has_ready() {
             self.serve_reads();
             return Ok(());
@@ -978,6 +989,22 @@ impl Driver {
         self.serve_reads();
         self.maybe_compact()?;
         Ok(())
+    }
+
+    /// Asks again for the read indexes raft-rs dropped because they came before this leader
+    /// had committed in its term.
+    fn reissue_deferred_reads(&mut self) {
+        if self.deferred_reads.is_empty()
+            || self.role != StateRole::Leader
+            || !self.raw.raft.commit_to_current_term()
+        {
+            return;
+        }
+        for n in std::mem::take(&mut self.deferred_reads) {
+            if self.reads.contains_key(&n) {
+                self.raw.read_index(ctx_bytes(self.id, n));
+            }
+        }
     }
 
     fn install_snapshot(&mut self, snapshot: Snapshot) -> Result<(), NodeError> {
@@ -1263,7 +1290,7 @@ fn fail_read(kind: ReadKind, err: NodeError) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::command::{CreateSession, Mkdir, Reply as CmdReply};
+    use crate::command::{CreateSession, Exists, Mkdir, Reply as CmdReply};
     use raft::prelude::HardState;
 
     /// A transport that keeps what is sent, for the test to deliver (or not).
@@ -1398,5 +1425,25 @@ mod tests {
             matches!(response.reply, Some(CmdReply::Session(_))),
             "CreateSession answered with another command's response: {response:?}"
         );
+    }
+
+    #[test]
+    fn read_before_the_leader_commits_in_its_term_is_answered() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (mut d1, c1, mut d2, c2) = restarted_leader_with_uncommitted_entry(tmp.path());
+        assert!(!d1.raw.raft.commit_to_current_term());
+        let (reply, mut rx) = oneshot::channel();
+        d1.handle(Input::Read(
+            cmd(Op::Exists(Exists { path: "/".into() })),
+            reply,
+        ));
+        for _ in 0..20 {
+            pump(&mut d1, &c1, &mut d2, &c2, true);
+        }
+        let response = rx
+            .try_recv()
+            .expect("the read is answered once the leader has committed in its term")
+            .expect("read");
+        assert_eq!(response.reply, Some(CmdReply::Bool(true)));
     }
 }
