@@ -1202,10 +1202,17 @@ impl Driver {
         if self.role != StateRole::Leader {
             return Err(self.not_leader());
         }
-        if !self.expiring.contains_key(&session) {
-            self.leases
-                .insert(session, Instant::now() + Duration::from_millis(lease_ms));
+        // Its expiry is proposed: the session is over as far as this leader is concerned, and
+        // a lease granted now would outlive the locks the expiry gives away.
+        if self.expiring.contains_key(&session) {
+            return Ok(KeepAlive {
+                events: Vec::new(),
+                lost: false,
+                lease_ms: 0,
+            });
         }
+        self.leases
+            .insert(session, Instant::now() + Duration::from_millis(lease_ms));
         // Acknowledge what the client has seen, once it is more than what is queued before it.
         let first_queued = self
             .state
@@ -1445,5 +1452,47 @@ mod tests {
             .expect("the read is answered once the leader has committed in its term")
             .expect("read");
         assert_eq!(response.reply, Some(CmdReply::Bool(true)));
+    }
+
+    /// The embedded database's single replica, elected and with its first entry committed.
+    fn single(dir: &std::path::Path) -> Driver {
+        let mut c = NodeConfig::single(dir.to_path_buf());
+        c.storage.sync = false;
+        let (mut d, _) = driver(c);
+        for _ in 0..3 {
+            d.on_ready().unwrap();
+        }
+        assert_eq!(d.role, StateRole::Leader);
+        d
+    }
+
+    fn create_session(d: &mut Driver, lease_ms: u64) -> u64 {
+        let (reply, mut rx) = oneshot::channel();
+        d.handle(Input::Propose(
+            cmd(Op::CreateSession(CreateSession { nonce: 9, lease_ms })),
+            reply,
+        ));
+        for _ in 0..3 {
+            d.on_ready().unwrap();
+        }
+        match rx.try_recv().expect("answered").expect("applied").reply {
+            Some(CmdReply::Session(id)) => id,
+            other => panic!("CreateSession answered {other:?}"),
+        }
+    }
+
+    #[test]
+    fn keep_alive_does_not_renew_a_session_whose_expiry_is_proposed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut d = single(tmp.path());
+        let session = create_session(&mut d, 10_000);
+        // The lease runs out: the tick proposes ExpireSession (not yet committed).
+        d.leases.insert(session, Instant::now());
+        d.on_tick();
+        assert!(d.expiring.contains_key(&session));
+        // A keep-alive served before the expiry applies must not tell the client it has a
+        // lease: the expiry will commit and its locks go to others.
+        let ka = d.keep_alive(session, 0, 10).unwrap();
+        assert_eq!(ka.lease_ms, 0, "a doomed session was granted a lease");
     }
 }
