@@ -302,7 +302,16 @@ impl Node {
     /// applied index.
     pub async fn wait_applied(&self, seen: u64, timeout: Duration) -> u64 {
         let mut rx = self.applied.clone();
-        let _ = tokio::time::timeout(timeout, rx.wait_for(|&a| a != seen)).await;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let closed = matches!(
+            tokio::time::timeout_at(deadline, rx.wait_for(|&a| a != seen)).await,
+            Ok(Err(_))
+        );
+        if closed {
+            // The replica stopped: nothing will change. Waiting out the timeout keeps callers
+            // that loop until a deadline from spinning.
+            tokio::time::sleep_until(deadline).await;
+        }
         *rx.borrow()
     }
 
@@ -1494,5 +1503,20 @@ mod tests {
         // lease: the expiry will commit and its locks go to others.
         let ka = d.keep_alive(session, 0, 10).unwrap();
         assert_eq!(ka.lease_ms, 0, "a doomed session was granted a lease");
+    }
+
+    #[tokio::test]
+    async fn wait_applied_on_a_stopped_replica_waits_out_its_timeout() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut c = NodeConfig::single(tmp.path().to_path_buf());
+        c.storage.sync = false;
+        let node = Node::start(c, Arc::new(NoPeers)).unwrap();
+        node.stop().await;
+        // The keep-alive hold loops call this until their deadline: returning at once would
+        // make them spin for the whole hold.
+        let start = Instant::now();
+        node.wait_applied(node.applied(), Duration::from_millis(300))
+            .await;
+        assert!(start.elapsed() >= Duration::from_millis(250));
     }
 }
