@@ -793,6 +793,12 @@ impl Driver {
             let _ = reply.send(Err(self.not_leader()));
             return;
         }
+        if id == 0 {
+            let _ = reply.send(Err(NodeError::Invalid(
+                "replica id must be non-zero".into(),
+            )));
+            return;
+        }
         let mut cc = ConfChange {
             node_id: id,
             ..Default::default()
@@ -1120,7 +1126,26 @@ impl Driver {
         let mut cc = ConfChange::default();
         cc.merge_from_bytes(&entry.data)
             .map_err(|e| NodeError::Snapshot(format!("undecodable conf change: {e}")))?;
-        let cs = self.raw.apply_conf_change(&cc)?;
+        let cs = match self.raw.apply_conf_change(&cc) {
+            Ok(cs) => cs,
+            Err(e) => {
+                // Committed but refused by raft-rs (e.g. removing the last voter): every replica
+                // refuses it alike, so it changes nothing; stopping would stop them all, and
+                // again at every restart.
+                warn!(replica = self.id, index = entry.index, error = %e, "conf change refused");
+                if let Some((node, n)) = parse_ctx(&entry.context)
+                    && node == self.id
+                    && self
+                        .member_changes
+                        .get(&n)
+                        .is_some_and(|p| p.term == entry.term)
+                    && let Some(p) = self.member_changes.remove(&n)
+                {
+                    let _ = p.reply.send(Err(NodeError::Raft(e)));
+                }
+                return Ok(());
+            }
+        };
         match cc.get_change_type() {
             ConfChangeType::AddNode | ConfChangeType::AddLearnerNode => {
                 let addr = String::from_utf8_lossy(&cc.context).into_owned();
@@ -1518,5 +1543,37 @@ mod tests {
         node.wait_applied(node.applied(), Duration::from_millis(300))
             .await;
         assert!(start.elapsed() >= Duration::from_millis(250));
+    }
+
+    #[test]
+    fn a_conf_change_raft_refuses_does_not_stop_the_replica() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut d = single(tmp.path());
+        // Removing the last voter is accepted by propose and refused when applied.
+        let (reply, mut rx) = oneshot::channel();
+        d.handle(Input::Member {
+            add: false,
+            id: 1,
+            addr: String::new(),
+            reply,
+        });
+        for _ in 0..3 {
+            d.on_ready().expect("the replica keeps running");
+        }
+        assert!(rx.try_recv().expect("answered").is_err());
+        // And it still commits.
+        create_session(&mut d, 1000);
+        // Replica id 0 is no replica.
+        let (reply, mut rx) = oneshot::channel();
+        d.handle(Input::Member {
+            add: true,
+            id: 0,
+            addr: "127.0.0.1:1".into(),
+            reply,
+        });
+        assert!(matches!(
+            rx.try_recv().expect("answered"),
+            Err(NodeError::Invalid(_))
+        ));
     }
 }
