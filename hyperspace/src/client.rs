@@ -943,6 +943,14 @@ fn expire(inner: &Inner) {
     }
 }
 
+/// The lease ran out without contact: locks may be lost.
+fn jeopardy(inner: &Inner) {
+    if *inner.state.borrow() == SessionState::Safe {
+        inner.state.send_replace(SessionState::Jeopardy);
+        let _ = inner.events.try_send(ClientEvent::Jeopardy);
+    }
+}
+
 async fn keep_alive_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
     let lease = inner.options.lease;
     let hold = lease / 3;
@@ -964,9 +972,16 @@ async fn keep_alive_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
         let attempt = inner
             .channel
             .keep_alive(&req, hold + inner.options.attempt_timeout);
-        let result = tokio::select! {
-            r = attempt => r,
-            _ = stop.changed() => return,
+        tokio::pin!(attempt);
+        let result = loop {
+            let safe = *inner.state.borrow() == SessionState::Safe;
+            tokio::select! {
+                r = &mut attempt => break r,
+                _ = stop.changed() => return,
+                // The lease ends while the attempt is in flight: the service may give the locks
+                // away from now on, whenever the attempt ends.
+                _ = tokio::time::sleep_until(lease_end.into()), if safe => jeopardy(&inner),
+            }
         };
         match result {
             Ok(reply) => {
@@ -1004,9 +1019,8 @@ async fn keep_alive_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
             Err(e) => {
                 debug!(session = inner.session, error = ?e, "keep-alive failed");
                 let now = Instant::now();
-                if now >= lease_end && *inner.state.borrow() == SessionState::Safe {
-                    inner.state.send_replace(SessionState::Jeopardy);
-                    let _ = inner.events.try_send(ClientEvent::Jeopardy);
+                if now >= lease_end {
+                    jeopardy(&inner);
                 }
                 if now >= lease_end + inner.options.grace {
                     expire(&inner);
@@ -1020,5 +1034,70 @@ async fn keep_alive_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    /// Answers CreateSession, the first keep-alive, then no keep-alive ever again (each attempt
+    /// runs out its deadline): a client whose keep-alives stopped reaching the leader.
+    #[derive(Default)]
+    struct SilentAfterFirst {
+        keep_alives: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl Channel for SilentAfterFirst {
+        async fn call(&self, cmd: &Command, _deadline: Duration) -> Result<Response, AttemptError> {
+            match cmd.op {
+                Some(Op::CreateSession(_)) => Ok(Response::ok(Reply::Session(1))),
+                _ => Err(AttemptError::Fatal("not in this test".into())),
+            }
+        }
+
+        async fn keep_alive(
+            &self,
+            _req: &KeepAliveRequest,
+            deadline: Duration,
+        ) -> Result<KeepAliveReply, AttemptError> {
+            if self.keep_alives.fetch_add(1, Ordering::SeqCst) == 0 {
+                return Ok(KeepAliveReply {
+                    lease_ms: 600,
+                    ..Default::default()
+                });
+            }
+            tokio::time::sleep(deadline).await;
+            Err(AttemptError::Retry {
+                leader: None,
+                detail: "timeout".into(),
+            })
+        }
+
+        async fn status(&self, _deadline: Duration) -> Result<StatusReply, AttemptError> {
+            Err(AttemptError::Fatal("not in this test".into()))
+        }
+    }
+
+    #[tokio::test]
+    async fn jeopardy_begins_when_the_lease_ends_even_with_a_keep_alive_in_flight() {
+        let options = ClientOptions {
+            lease: Duration::from_millis(600),
+            grace: Duration::from_secs(10),
+            attempt_timeout: Duration::from_secs(5),
+            ..Default::default()
+        };
+        let (hs, _events) =
+            Hyperspace::open_session(Arc::new(SilentAfterFirst::default()), options)
+                .await
+                .unwrap();
+        // The lease (counted from the first keep-alive, sent at about now) has run out; the
+        // second keep-alive is still waiting for its 5 s deadline. The service may expire the
+        // session any moment now, so the client must no longer call itself safe.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert_eq!(hs.state(), SessionState::Jeopardy);
+        hs.abandon();
     }
 }
