@@ -46,14 +46,33 @@ fn hs_err(e: hyperspace::client::ClientError) -> ClientError {
     }
 }
 
+/// Makes the file system the engine writes through, on the database's I/O runtime (backends
+/// that talk to servers set up their connections there).
+pub type FsFactory =
+    Arc<dyn Fn(&tokio::runtime::Handle) -> Result<Arc<dyn dfs_broker::Fs>> + Send + Sync>;
+
 /// Settings of the embedded database.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct EmbeddedOptions {
     pub engine: EngineOptions,
     /// A mutator sends its buffer once it holds this many cells...
     pub mutator_buffer_cells: usize,
     /// ... or this many bytes of rows, qualifiers and values.
     pub mutator_buffer_bytes: usize,
+    /// The engine's file system; `None`: the data directory on the local file system. (The
+    /// single Hyperspace replica always lives in `<data-dir>/hyperspace`.)
+    pub fs: Option<FsFactory>,
+}
+
+impl std::fmt::Debug for EmbeddedOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EmbeddedOptions")
+            .field("engine", &self.engine)
+            .field("mutator_buffer_cells", &self.mutator_buffer_cells)
+            .field("mutator_buffer_bytes", &self.mutator_buffer_bytes)
+            .field("fs", &self.fs.as_ref().map(|_| "custom"))
+            .finish()
+    }
 }
 
 impl Default for EmbeddedOptions {
@@ -62,6 +81,7 @@ impl Default for EmbeddedOptions {
             engine: EngineOptions::default(),
             mutator_buffer_cells: 10_000,
             mutator_buffer_bytes: 4 << 20,
+            fs: None,
         }
     }
 }
@@ -98,16 +118,18 @@ impl EmbeddedClient {
                 kind: common::ErrorKind::Internal,
                 message: format!("cannot start the I/O runtime: {e}"),
             })?;
-        let fs = LocalFs::new(data_dir.as_ref()).map_err(|e| ClientError::Storage {
-            kind: e.kind(),
-            message: e.to_string(),
-        })?;
-        let engine = Engine::open(
-            Arc::new(fs),
-            "/ht",
-            opts.engine.clone(),
-            rt.handle().clone(),
-        )?;
+        let fs: Arc<dyn dfs_broker::Fs> = match &opts.fs {
+            Some(make) => make(rt.handle())?,
+            None => {
+                Arc::new(
+                    LocalFs::new(data_dir.as_ref()).map_err(|e| ClientError::Storage {
+                        kind: e.kind(),
+                        message: e.to_string(),
+                    })?,
+                )
+            }
+        };
+        let engine = Engine::open(fs, "/ht", opts.engine.clone(), rt.handle().clone())?;
         let names = engine
             .tables()
             .into_iter()

@@ -49,6 +49,8 @@ pub struct ClientOptions {
     pub idle_timeout: Duration,
     /// A replica that failed at the transport level is skipped this long.
     pub suspect_for: Duration,
+    /// A blocked `lock` also asks whether it was granted this often (events can be lost).
+    pub lock_poll: Duration,
 }
 
 impl Default for ClientOptions {
@@ -62,6 +64,7 @@ impl Default for ClientOptions {
             connect_timeout: Duration::from_secs(1),
             idle_timeout: Duration::from_secs(3),
             suspect_for: Duration::from_secs(1),
+            lock_poll: Duration::from_secs(1),
         }
     }
 }
@@ -752,8 +755,18 @@ impl Hyperspace {
     /// Takes a lock, waiting as long as it takes (or until the session ends); returns the lock
     /// generation.
     pub async fn lock(&self, handle: u64, mode: LockMode) -> Result<u64, ClientError> {
-        let (tx, rx) = oneshot::channel();
-        self.inner.lock_waiters.lock().insert(handle, tx);
+        let (tx, mut rx) = oneshot::channel();
+        {
+            let mut waiters = self.inner.lock_waiters.lock();
+            if waiters.contains_key(&handle) {
+                return Err(ClientError::Hyperspace {
+                    op: "lock",
+                    code: ErrorCode::LockState,
+                    message: format!("handle {handle} already waits for a lock"),
+                });
+            }
+            waiters.insert(handle, tx);
+        }
         let reply = self
             .request(Op::Lock(command::Lock {
                 handle,
@@ -769,6 +782,12 @@ impl Hyperspace {
             }
             Err(e) => {
                 self.inner.lock_waiters.lock().remove(&handle);
+                // The request may have been applied (queued or granted) without our hearing:
+                // withdraw it, so the session does not hold a lock it does not know of. If this
+                // fails too, the next lock on the handle answers LockState.
+                if matches!(e, ClientError::Unavailable { .. }) {
+                    let _ = self.release(handle).await;
+                }
                 return Err(e);
             }
         };
@@ -777,9 +796,33 @@ impl Hyperspace {
                 self.inner.lock_waiters.lock().remove(&handle);
                 Ok(reply.generation)
             }
-            Ok(LockStatus::Pending) => match rx.await {
-                Ok(event) => Ok(event.generation),
-                Err(_) => Err(ClientError::SessionExpired(self.inner.session)),
+            Ok(LockStatus::Pending) => loop {
+                // The grant comes as an event; poll too, because an event can be lost (queue
+                // overflow) and a request can vanish without one (its node deleted). Either
+                // way the answer is confirmed by a linearizable read of the handle's lock: a
+                // LOCK_GRANTED event can be a late one from an earlier request on this handle.
+                let woke = tokio::time::timeout(self.inner.options.lock_poll, &mut rx).await;
+                if let Ok(Err(_)) = woke {
+                    return Err(ClientError::SessionExpired(self.inner.session));
+                }
+                match self.sequencer(handle).await {
+                    Ok(seq) => {
+                        self.inner.lock_waiters.lock().remove(&handle);
+                        return Ok(seq.generation);
+                    }
+                    Err(e) if e.code() == Some(ErrorCode::LockState) => {
+                        if woke.is_ok() {
+                            // A stale grant consumed the waiter: wait for the real one.
+                            let (tx, new_rx) = oneshot::channel();
+                            self.inner.lock_waiters.lock().insert(handle, tx);
+                            rx = new_rx;
+                        }
+                    }
+                    Err(e) => {
+                        self.inner.lock_waiters.lock().remove(&handle);
+                        return Err(e);
+                    }
+                }
             },
             _ => {
                 self.inner.lock_waiters.lock().remove(&handle);
@@ -992,7 +1035,14 @@ async fn keep_alive_loop(inner: Arc<Inner>, mut stop: watch::Receiver<bool>) {
                     return;
                 }
                 failures = 0;
-                lease_end = sent + lease;
+                // The service's word on the lease wins if it is shorter than what was asked.
+                let granted = Duration::from_millis(reply.lease_ms);
+                lease_end = sent
+                    + if granted.is_zero() {
+                        lease
+                    } else {
+                        lease.min(granted)
+                    };
                 if *inner.state.borrow() == SessionState::Jeopardy {
                     inner.state.send_replace(SessionState::Safe);
                     let _ = inner.events.try_send(ClientEvent::Safe);

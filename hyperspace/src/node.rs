@@ -410,6 +410,10 @@ struct Driver {
     leases: HashMap<u64, Instant>,
     /// Leader only: sessions with an `ExpireSession` in flight, and when it may be re-proposed.
     expiring: HashMap<u64, Instant>,
+    /// Leader only: the highest `AckEvents` proposed per session (one proposal per progress).
+    acks_proposed: HashMap<u64, u64>,
+    /// Compact at the end of this round whatever the log's length (a replica was added).
+    compact_now: bool,
     stopping: Option<oneshot::Sender<()>>,
     snapshots_installed: u64,
     /// Held (flock) while the replica runs: one process per replica directory.
@@ -595,6 +599,8 @@ impl Driver {
             deferred_reads: Vec::new(),
             leases: HashMap::new(),
             expiring: HashMap::new(),
+            acks_proposed: HashMap::new(),
+            compact_now: false,
             stopping: None,
             snapshots_installed: 0,
             _dir_lock: dir_lock,
@@ -840,7 +846,15 @@ impl Driver {
             applied: self.applied,
             last_index: self.raw.raft.raft_log.last_index(),
             snapshot_index: self.storage.snapshot_now().get_metadata().index,
-            members: self.members.clone(),
+            // The configuration's voters (the address book may know more).
+            members: {
+                let voters = self.raw.raft.prs().conf().voters().ids();
+                self.members
+                    .iter()
+                    .filter(|(id, _)| voters.contains(**id))
+                    .map(|(id, a)| (*id, a.clone()))
+                    .collect()
+            },
             sessions: self.state.sessions().len() as u64,
             snapshots_installed: self.snapshots_installed,
         }
@@ -929,9 +943,11 @@ impl Driver {
                 .map(|(id, lease_ms)| (id, now + Duration::from_millis(lease_ms)))
                 .collect();
             self.expiring.clear();
+            self.acks_proposed.clear();
         } else if was_leader {
             self.leases.clear();
             self.expiring.clear();
+            self.acks_proposed.clear();
             self.deferred_reads.clear();
             // What was proposed may still commit under the next leader; the client retries with
             // the same seq and gets the first answer.
@@ -1113,10 +1129,12 @@ impl Driver {
             Some(Op::CloseSession(_)) => {
                 self.leases.remove(&cmd.session);
                 self.expiring.remove(&cmd.session);
+                self.acks_proposed.remove(&cmd.session);
             }
             Some(Op::ExpireSession(e)) => {
                 self.leases.remove(&e.session);
                 self.expiring.remove(&e.session);
+                self.acks_proposed.remove(&e.session);
             }
             _ => {}
         }
@@ -1150,6 +1168,10 @@ impl Driver {
             ConfChangeType::AddNode | ConfChangeType::AddLearnerNode => {
                 let addr = String::from_utf8_lossy(&cc.context).into_owned();
                 self.members.insert(cc.node_id, addr);
+                // The founders' configuration is not in the log (it was set at first boot), so a
+                // new replica must start from a snapshot: compact now, and the leader can only
+                // send it one.
+                self.compact_now = true;
             }
             ConfChangeType::RemoveNode => {
                 self.members.remove(&cc.node_id);
@@ -1254,7 +1276,9 @@ impl Driver {
             .events
             .first()
             .map(|e| e.seq);
-        if first_queued.is_some_and(|first| first <= seen) {
+        let proposed = self.acks_proposed.get(&session).copied().unwrap_or(0);
+        if first_queued.is_some_and(|first| first <= seen) && seen > proposed {
+            self.acks_proposed.insert(session, seen);
             self.propose_internal(Op::AckEvents(AckEvents {
                 session,
                 upto: seen,
@@ -1270,7 +1294,8 @@ impl Driver {
 
     fn maybe_compact(&mut self) -> Result<(), NodeError> {
         let snap_index = self.storage.snapshot_now().get_metadata().index;
-        if self.applied < snap_index + self.config.snapshot_entries {
+        let forced = std::mem::take(&mut self.compact_now) && self.applied > snap_index;
+        if !forced && self.applied < snap_index + self.config.snapshot_entries {
             return Ok(());
         }
         let data = NodeSnapshot {

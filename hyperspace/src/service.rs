@@ -152,8 +152,12 @@ pub struct FaultRequest {
     pub isolated_from: Vec<u64>,
 }
 
-/// Largest hold of a keep-alive.
+/// Largest hold of a keep-alive; a hold is also at most half the session's lease, so that the
+/// lease is renewed in time whatever the client asks.
 const MAX_HOLD: Duration = Duration::from_secs(10);
+/// Bounds of a session lease a client may ask for.
+pub const MIN_LEASE_MS: u64 = 100;
+pub const MAX_LEASE_MS: u64 = 600_000;
 
 fn decode<M: prost::Message + Default>(method: &str, payload: Bytes) -> Result<M, RpcError> {
     M::decode(payload).map_err(|e| {
@@ -182,6 +186,21 @@ impl HyperspaceService {
                 response: Some(Response::err(
                     ErrorCode::InvalidArgument,
                     format!("{} is not a client operation", op.name()),
+                )),
+                leader_id: 0,
+                leader_addr: String::new(),
+            });
+        }
+        if let Some(Op::CreateSession(cs)) = &cmd.op
+            && !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&cs.lease_ms)
+        {
+            return Ok(CallReply {
+                response: Some(Response::err(
+                    ErrorCode::InvalidArgument,
+                    format!(
+                        "a session lease of {} ms is outside {MIN_LEASE_MS}..={MAX_LEASE_MS} ms",
+                        cs.lease_ms
+                    ),
                 )),
                 leader_id: 0,
                 leader_addr: String::new(),
@@ -221,7 +240,8 @@ impl HyperspaceService {
 
     async fn keep_alive(&self, req: KeepAliveRequest) -> Result<KeepAliveReply, RpcError> {
         let hold = Duration::from_millis(req.hold_ms).min(MAX_HOLD);
-        let deadline = Instant::now() + hold;
+        let start = Instant::now();
+        let deadline = start + hold;
         let max_events = (req.max_events as usize).clamp(1, 4096);
         loop {
             let ka = match self
@@ -251,6 +271,7 @@ impl HyperspaceService {
                     ..Default::default()
                 });
             }
+            let deadline = deadline.min(start + Duration::from_millis(ka.lease_ms / 2));
             let now = Instant::now();
             if !ka.events.is_empty() || ka.lost || now >= deadline {
                 return Ok(KeepAliveReply {
