@@ -161,8 +161,9 @@ impl BrokerFs {
         StatusReply::decode(payload).map_err(|e| self.conn.undecodable(method::STATUS, "", e))
     }
 
-    /// Closes the connection; calls in flight and later calls fail (writers left open on the
-    /// broker are reclaimed after its idle timeout).
+    /// Closes the connection; calls in flight fail. A later call connects again from the same
+    /// local address, so writers this client left open stay its own until the broker's idle
+    /// timeout reclaims them.
     pub async fn close(&self) {
         self.conn.client.close().await;
     }
