@@ -6,6 +6,7 @@
 //! [`BlockingFs`] lets synchronous engine code (which runs on blocking threads) call any backend.
 //! Every backend must pass the suite in `conformance` (feature `conformance`).
 
+pub mod broker;
 #[cfg(any(test, feature = "conformance"))]
 pub mod conformance;
 pub mod fault;
@@ -163,6 +164,32 @@ pub trait FsReader: Send + Sync {
     async fn length(&self) -> FsResult<u64>;
     /// The path this reader reads.
     fn path(&self) -> &str;
+}
+
+/// Opens the backend a URL names: `file:///abs/path` is a [`LocalFs`] rooted there. Other
+/// schemes (HDFS, Ceph, ...) are added here, so every server and the broker accept them alike.
+pub fn open_backend(url: &str) -> FsResult<Arc<dyn Fs>> {
+    let bad = |why: String| FsError::Backend {
+        op: "open_backend",
+        path: url.to_string(),
+        msg: why,
+    };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Err(bad("not a URL (expected scheme://...)".into()));
+    };
+    match scheme {
+        "file" => {
+            if !rest.starts_with('/') {
+                return Err(bad(
+                    "a file:// URL needs an absolute path (file:///abs/path)".into(),
+                ));
+            }
+            Ok(Arc::new(LocalFs::new(rest)?))
+        }
+        other => Err(bad(format!(
+            "unknown file system scheme {other:?} (supported: file)"
+        ))),
+    }
 }
 
 /// Checks that `path` is absolute and has no empty, `.` or `..` components.

@@ -13,6 +13,30 @@ use hyperspace::service::{Replica, ReplicaConfig, TransportOptions};
 pub enum ServeCommand {
     /// One Hyperspace replica.
     Hyperspace(HyperspaceArgs),
+    /// A DFS broker: serves a file-system backend to the cluster over rpc.
+    DfsBroker(DfsBrokerArgs),
+}
+
+#[derive(Args)]
+pub struct DfsBrokerArgs {
+    /// The file system to serve: `file:///abs/path` (a local directory).
+    #[arg(long)]
+    backend: String,
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:38030")]
+    listen: SocketAddr,
+    /// The cluster data directory (credentials `dfs-broker` in `<dir>/tls`; run `ht init` first).
+    #[arg(long = "data-dir", default_value = "./ht-data")]
+    data_dir: PathBuf,
+    /// Writers open at once, over all clients.
+    #[arg(long, default_value_t = 4096)]
+    max_open_writers: usize,
+    /// Backend readers kept open for reads.
+    #[arg(long, default_value_t = 1024)]
+    max_cached_readers: usize,
+    /// Seconds after which a writer its client no longer keeps alive is closed.
+    #[arg(long, default_value_t = 120)]
+    writer_idle_secs: u64,
 }
 
 #[derive(Args)]
@@ -73,7 +97,41 @@ pub fn run(cmd: ServeCommand) -> anyhow::Result<()> {
         .init();
     match cmd {
         ServeCommand::Hyperspace(args) => serve_hyperspace(args),
+        ServeCommand::DfsBroker(args) => serve_dfs_broker(args),
     }
+}
+
+fn serve_dfs_broker(args: DfsBrokerArgs) -> anyhow::Result<()> {
+    use dfs_broker::broker::{BrokerOptions, BrokerService, SERVER_NAME};
+    let credentials =
+        rpc::ClusterCredentials::load(&args.data_dir, SERVER_NAME).with_context(|| {
+            format!(
+                "cannot load the {SERVER_NAME} credentials from {} (run `ht init` first)",
+                args.data_dir.display()
+            )
+        })?;
+    let options = BrokerOptions {
+        max_open_writers: args.max_open_writers.max(1),
+        max_cached_readers: args.max_cached_readers,
+        writer_idle_timeout: std::time::Duration::from_secs(args.writer_idle_secs.max(1)),
+        ..BrokerOptions::default()
+    };
+    let rt = tokio::runtime::Runtime::new()?;
+    rt.block_on(async move {
+        let backend = dfs_broker::open_backend(&args.backend)
+            .with_context(|| format!("cannot open the backend {}", args.backend))?;
+        let url = backend.url();
+        let service = BrokerService::new(backend, options);
+        let server = service
+            .bind(args.listen, &credentials)
+            .with_context(|| format!("cannot serve on {}", args.listen))?;
+        println!("dfs broker serving {url} on {}", server.local_addr());
+        wait_for_signal().await;
+        server.shutdown(std::time::Duration::from_secs(5)).await;
+        // Calls have ended: close what clients left open, so buffered data reaches the backend.
+        service.close_all_writers().await;
+        anyhow::Ok(())
+    })
 }
 
 fn serve_hyperspace(args: HyperspaceArgs) -> anyhow::Result<()> {
