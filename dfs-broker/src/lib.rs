@@ -10,6 +10,7 @@
 pub mod conformance;
 pub mod fault;
 pub mod local;
+pub mod objstore;
 
 use std::future::Future;
 use std::sync::Arc;
