@@ -11,6 +11,7 @@ pub mod broker;
 pub mod conformance;
 pub mod fault;
 pub mod local;
+pub mod objstore;
 
 use std::future::Future;
 use std::sync::Arc;
