@@ -167,8 +167,11 @@ pub trait FsReader: Send + Sync {
     fn path(&self) -> &str;
 }
 
-/// Opens the backend a URL names: `file:///abs/path` is a [`LocalFs`] rooted there. Other
-/// schemes (HDFS, Ceph, ...) are added here, so every server and the broker accept them alike.
+/// Opens the backend a URL names: `file:///abs/path` is a [`LocalFs`] rooted there;
+/// `memory://`, `s3://bucket/prefix` (S3 settings from the `AWS_*` environment variables),
+/// `gs://`, `az://` and the other object_store schemes are an [`objstore::ObjectStoreFs`].
+/// Every server and the broker accept the same URLs; `broker://` needs credentials
+/// ([`open_url`]).
 pub fn open_backend(url: &str) -> FsResult<Arc<dyn Fs>> {
     let bad = |why: String| FsError::Backend {
         op: "open_backend",
@@ -187,10 +190,43 @@ pub fn open_backend(url: &str) -> FsResult<Arc<dyn Fs>> {
             }
             Ok(Arc::new(LocalFs::new(rest)?))
         }
+        "memory" | "s3" | "s3a" | "gs" | "az" | "adl" | "azure" | "abfs" | "abfss" | "http"
+        | "https" => Ok(Arc::new(objstore::ObjectStoreFs::from_url(
+            url,
+            objstore::ObjectStoreOptions::default(),
+        )?)),
+        "broker" => Err(bad(
+            "a broker:// URL needs cluster credentials (use open_url)".into(),
+        )),
         other => Err(bad(format!(
-            "unknown file system scheme {other:?} (supported: file)"
+            "unknown file system scheme {other:?} (supported: file, broker, memory, s3, gs, az)"
         ))),
     }
+}
+
+/// Opens the file system a URL names, as [`open_backend`] does, plus `broker://host:port`: a
+/// DFS broker reached with `credentials` (a node certificate of the cluster).
+pub async fn open_url(
+    url: &str,
+    credentials: Option<&rpc::ClusterCredentials>,
+) -> FsResult<Arc<dyn Fs>> {
+    let Some(addr) = url.strip_prefix("broker://") else {
+        return open_backend(url);
+    };
+    let bad = |why: String| FsError::Backend {
+        op: "open_url",
+        path: url.to_string(),
+        msg: why,
+    };
+    let addr: std::net::SocketAddr = addr
+        .trim_end_matches('/')
+        .parse()
+        .map_err(|e| bad(format!("bad broker address: {e}")))?;
+    let credentials =
+        credentials.ok_or_else(|| bad("a broker:// URL needs cluster credentials".into()))?;
+    let fs =
+        broker::BrokerFs::connect(addr, credentials, broker::BrokerFsOptions::default()).await?;
+    Ok(Arc::new(fs))
 }
 
 /// Checks that `path` is absolute and has no empty, `.` or `..` components.

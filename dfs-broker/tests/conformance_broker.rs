@@ -421,14 +421,35 @@ async fn twenty_mib_written_in_flushes_reads_back_in_one_pread() {
     );
 }
 
+#[tokio::test]
+async fn broker_urls_need_credentials_and_an_address() {
+    for (url, why) in [
+        ("broker://not-an-address", "bad broker address"),
+        ("broker://127.0.0.1:1", "needs cluster credentials"),
+    ] {
+        let err = dfs_broker::open_url(url, None)
+            .await
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains(why), "{url}: {err}");
+    }
+}
+
 #[test]
-fn open_backend_knows_file_urls_only() {
+fn open_backend_knows_file_and_object_store_urls() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root: PathBuf = dir.path().join("fs");
     let url = format!("file://{}", root.display());
     let fs = dfs_broker::open_backend(&url).expect("file:// backend");
     assert_eq!(fs.url(), url);
-    for bad in ["hdfs://nn:9000/ht", "file://relative/path", "/no/scheme"] {
+    let mem = dfs_broker::open_backend("memory://").expect("memory:// backend");
+    assert_eq!(mem.url(), "memory://");
+    for bad in [
+        "hdfs://nn:9000/ht",
+        "file://relative/path",
+        "/no/scheme",
+        "broker://127.0.0.1:1",
+    ] {
         let err = dfs_broker::open_backend(bad).err().expect("refused");
         assert!(err.to_string().contains(bad), "{err}");
     }

@@ -40,6 +40,8 @@ pub struct ShellConfig {
     pub command_file: Option<PathBuf>,
     /// Where the embedded database lives.
     pub data_dir: PathBuf,
+    /// How the embedded database is opened (its file system, limits).
+    pub embedded: client::embedded::EmbeddedOptions,
 }
 
 /// Whether to keep reading.
@@ -389,19 +391,17 @@ impl Shell {
 
 /// `ht shell`: opens the embedded database and runs statements; returns the exit code.
 pub fn run(config: &ShellConfig) -> i32 {
-    let client = match client::embedded::EmbeddedClient::open(
-        &config.data_dir,
-        client::embedded::EmbeddedOptions::default(),
-    ) {
-        Ok(c) => Arc::new(c),
-        Err(e) => {
-            eprintln!(
-                "Error: cannot open the database in '{}': {e}",
-                config.data_dir.display()
-            );
-            return 1;
-        }
-    };
+    let client =
+        match client::embedded::EmbeddedClient::open(&config.data_dir, config.embedded.clone()) {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                eprintln!(
+                    "Error: cannot open the database in '{}': {e}",
+                    config.data_dir.display()
+                );
+                return 1;
+            }
+        };
     let mut shell = match Shell::new(client.clone(), config.options.clone()) {
         Ok(s) => s,
         Err(e) => {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use client::embedded::{EmbeddedClient, EmbeddedOptions};
+use client::embedded::EmbeddedClient;
 use hql::ast::{DataSource, LoadData, LoadOptions, LoadTarget};
 use hql::load::{LoadContext, load_data};
 
@@ -24,6 +24,9 @@ pub struct LoadArgs {
     /// Count, report and skip bad lines instead of stopping at the first.
     #[arg(long)]
     skip_bad_lines: bool,
+    /// The file system the engine writes through (see `ht shell --dfs`).
+    #[arg(long = "dfs", value_name = "URL")]
+    dfs: Option<String>,
     /// ROW_KEY_COLUMN: fields joined by `+`, each with an optional `%0N`, `%-N` or `%N` width.
     #[arg(long, value_name = "SPEC")]
     row_key_column: Option<String>,
@@ -84,8 +87,11 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         source,
         target: LoadTarget::Table(args.table),
     };
-    let client = EmbeddedClient::open(&args.data_dir, EmbeddedOptions::default())
-        .with_context(|| format!("opening the database in {}", args.data_dir.display()))?;
+    let client = EmbeddedClient::open(
+        &args.data_dir,
+        crate::fs_url::embedded_options(args.dfs.as_deref(), &args.data_dir),
+    )
+    .with_context(|| format!("opening the database in {}", args.data_dir.display()))?;
     let mut stdin = std::io::stdin().lock();
     let ctx = LoadContext {
         client: &client,

@@ -1,6 +1,7 @@
 //! `ht`: the one binary (shell, servers, loader, benchmarks).
 
 mod bench;
+mod fs_url;
 mod hyperspace_cmd;
 mod init_cmd;
 mod load_cmd;

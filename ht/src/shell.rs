@@ -28,6 +28,10 @@ pub struct ShellArgs {
     /// LOAD DATA INFILE counts, reports and skips bad lines instead of stopping at the first.
     #[arg(long = "skip-bad-lines")]
     skip_bad_lines: bool,
+    /// The file system the engine writes through (default: the data directory): `file:///p`,
+    /// `broker://host:port`, `memory://`, `s3://bucket/prefix`, ...
+    #[arg(long = "dfs", value_name = "URL")]
+    dfs: Option<String>,
 }
 
 /// Runs the shell; returns the process exit code.
@@ -41,6 +45,7 @@ pub fn run(args: ShellArgs) -> i32 {
         },
         execute: args.execute,
         command_file: args.command_file,
+        embedded: crate::fs_url::embedded_options(args.dfs.as_deref(), &args.data_dir),
         data_dir: args.data_dir,
     })
 }

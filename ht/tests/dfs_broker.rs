@@ -63,6 +63,27 @@ async fn serve_dfs_broker_round_trip_and_kill_9() {
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no address in {line:?}"));
 
+    // The HQL shell's database on the broker (`--dfs broker://...`): its engine files land in
+    // the broker's backend directory.
+    let shell = Command::new(ht)
+        .args(["shell", "--batch", "--data-dir"])
+        .arg(&data_dir)
+        .args(["--dfs", &format!("broker://{addr}"), "-e"])
+        .arg("CREATE TABLE t (a); INSERT INTO t VALUES ('r1', 'a', 'v1'); SELECT * FROM t;")
+        .output()
+        .expect("run ht shell");
+    let out = String::from_utf8_lossy(&shell.stdout);
+    assert!(
+        shell.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&shell.stderr)
+    );
+    assert!(out.contains("r1\ta\tv1"), "{out}");
+    assert!(
+        backend_dir.join("ht").is_dir(),
+        "the engine did not write through the broker"
+    );
+
     let creds = rpc::ClusterCredentials::load(&data_dir, "client").expect("client credentials");
     // A short deadline, so that the call to the dead broker at the end fails fast.
     let options = BrokerFsOptions {
