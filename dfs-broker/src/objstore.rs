@@ -21,6 +21,7 @@
 
 mod file;
 mod manifest;
+pub mod s3_server;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -5,13 +5,11 @@
 //! The S3 tests need `python3 -m moto.server` (`pip install 'moto[server]'`); without it they
 //! fail, saying so. `HT_MOTO_PYTHON` names another Python interpreter.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use dfs_broker::objstore::s3_server::S3TestServer;
 use dfs_broker::objstore::{ObjectStoreFs, ObjectStoreOptions};
 use dfs_broker::{AppendFlag, Fs};
 
@@ -38,115 +36,22 @@ fn file_factory() -> impl Fn() -> Arc<dyn Fs> {
     }
 }
 
-/// A moto S3 server on a loopback port, killed when dropped.
-struct Moto {
-    child: Child,
-    port: u16,
-    _log_dir: tempfile::TempDir,
-}
+/// The loopback S3 server of the tests; a test fails, saying why, if it cannot start.
+struct Moto(S3TestServer);
 
 const BUCKET: &str = "ht-test";
 
 impl Moto {
-    /// Starts moto and creates the test bucket; panics, saying why, if it cannot.
     fn start() -> Self {
-        let python = std::env::var("HT_MOTO_PYTHON").unwrap_or_else(|_| "python3".to_string());
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
-        let log_dir = tempfile::tempdir().expect("tempdir");
-        let log_path = log_dir.path().join("moto.log");
-        let log = std::fs::File::create(&log_path).expect("moto log file");
-        let log2 = log.try_clone().expect("moto log file");
-        let child = Command::new(&python)
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot start the S3 test server: `{python} -m moto.server` failed: {e}; \
-                     install it with `python3 -m pip install 'moto[server]'`"
-                )
-            });
-        let mut moto = Self {
-            child,
-            port,
-            _log_dir: log_dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(Some(status)) = moto.child.try_wait() {
-                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                panic!(
-                    "the S3 test server (`{python} -m moto.server`) exited with {status}; is \
-                     moto installed (`python3 -m pip install 'moto[server]'`)? Its output:\n{log}"
-                );
-            }
-            if let Ok(status) = moto.request("PUT", &format!("/{BUCKET}")) {
-                assert!(
-                    status == 200,
-                    "creating bucket {BUCKET} on moto answered HTTP {status}"
-                );
-                return moto;
-            }
-            if Instant::now() > deadline {
-                let log = std::fs::read_to_string(&log_path).unwrap_or_default();
-                panic!("the S3 test server did not answer on port {port} within 60 s:\n{log}");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    /// Sends a bodiless HTTP/1.1 request; returns the status code.
-    fn request(&self, method: &str, target: &str) -> std::io::Result<u16> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        write!(
-            s,
-            "{method} {target} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\n\
-             Connection: close\r\n\r\n",
-            self.port
-        )?;
-        let mut resp = String::new();
-        s.read_to_string(&mut resp)?;
-        resp.split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .ok_or_else(|| std::io::Error::other(format!("bad HTTP response: {resp:.200}")))
+        Moto(S3TestServer::start(BUCKET).unwrap_or_else(|e| panic!("{e}")))
     }
 
     fn options(&self) -> ObjectStoreOptions {
-        ObjectStoreOptions {
-            endpoint: Some(format!("http://127.0.0.1:{}", self.port)),
-            region: Some("us-east-1".into()),
-            access_key_id: Some("testing".into()),
-            secret_access_key: Some("testing".into()),
-            allow_http: Some(true),
-            ..Default::default()
-        }
+        self.0.options()
     }
 
-    /// A file system under a fresh prefix of the bucket.
     fn fs(&self, prefix: &str) -> ObjectStoreFs {
-        let url = format!("s3://{BUCKET}/{prefix}");
-        ObjectStoreFs::from_url(&url, self.options()).expect("from_url s3://")
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.0.fs(prefix).expect("from_url s3://")
     }
 }
 

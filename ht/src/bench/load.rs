@@ -21,8 +21,8 @@ use hql::load::{LoadContext, LoadReport, load_data};
 
 use super::querylog::{self, HEADER};
 
-const TABLE: &str = "/query-log";
-const FAMILIES: [&str; 3] = ["query", "item", "click_url"];
+pub(super) const TABLE: &str = "/query-log";
+pub(super) const FAMILIES: [&str; 3] = ["query", "item", "click_url"];
 /// Cells per engine batch in the reference run (db_bench's --batch_size).
 const ENGINE_BATCH: usize = 1000;
 
@@ -230,7 +230,7 @@ fn engine_once(
 
 /// Reads query logs as one stream in the generated format: generated files pass through,
 /// AOL files (5 columns, header `AnonID...`) lose their QueryTime column and get the header.
-struct QueryLogReader {
+pub(super) struct QueryLogReader {
     files: Vec<PathBuf>,
     next: usize,
     cur: Option<(Box<dyn BufRead + Send>, bool)>,
@@ -242,7 +242,7 @@ struct QueryLogReader {
 }
 
 impl QueryLogReader {
-    fn open(files: &[PathBuf]) -> anyhow::Result<Self> {
+    pub(super) fn open(files: &[PathBuf]) -> anyhow::Result<Self> {
         Ok(Self {
             files: files.to_vec(),
             next: 0,

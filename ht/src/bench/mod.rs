@@ -1,5 +1,6 @@
 //! `ht bench`: benchmarks that run ht next to a reference and report medians and ratios.
 
+pub mod dfs;
 pub mod engine;
 pub mod hyperspace;
 pub mod load;
@@ -18,6 +19,9 @@ pub enum BenchCommand {
     Engine(engine::EngineArgs),
     /// Writes a deterministic query log fitted to the AOL files (or, with --fit, measures them).
     GenQueryLog(querylog::GenArgs),
+    /// Concurrent loaders into one table on each DFS backend, commit-log flush off and on
+    /// (BENCH.md section 3).
+    Dfs(dfs::DfsBenchArgs),
     /// Hyperspace on a local group of replica processes: lock pairs and attribute sets per
     /// second, 1 and 16 clients, p50/p99 latency.
     Hyperspace(hyperspace::HyperspaceBenchArgs),
@@ -32,6 +36,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::GenQueryLog(args) => querylog::run(args),
         BenchCommand::Load(args) => load::run(args),
         BenchCommand::Hyperspace(args) => hyperspace::run(args),
+        BenchCommand::Dfs(args) => dfs::run(args),
     }
 }
 
