@@ -265,6 +265,8 @@ async fn a_scan_of_100k_cells_streams_in_bounded_blocks_and_can_be_abandoned() {
         scan_block_cells: 1000,
         scan_block_bytes: 16 << 10,
         scan_queue_blocks: 2,
+        // One scan at a time: an abandoned scan that kept its slot would hang the next one.
+        max_concurrent_scans: 1,
         ..RangeServerOptions::default()
     };
     let fx = Fixture::start(options).await;
@@ -293,10 +295,25 @@ async fn a_scan_of_100k_cells_streams_in_bounded_blocks_and_can_be_abandoned() {
     assert!(blocks >= (N * 20 / (16 << 10)) as u64, "{blocks} blocks");
     assert!(blocks <= N as u64 / 100, "{blocks} blocks");
 
-    // Abandon scans after a few cells: the server stops them and keeps serving.
+    // A second scan waits while the first holds the only slot.
+    let mut first = data.scan(1, &ScanSpec::default()).await.expect("scan");
+    assert!(first.next().await.expect("first").is_some());
+    let mut second = data.scan(1, &ScanSpec::default()).await.expect("scan");
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(300), second.next()).await;
+    assert!(waited.is_err(), "the second scan ran beside the first");
+    drop(first);
+    let cell = tokio::time::timeout(std::time::Duration::from_secs(10), second.next())
+        .await
+        .expect("the dropped scan released its slot")
+        .expect("next");
+    assert!(cell.is_some());
+    drop(second);
+    // Abandon scans after a few cells: the server stops each (freeing the one slot) and keeps
+    // serving.
     for _ in 0..8 {
         let mut s = data.scan(1, &ScanSpec::default()).await.expect("scan");
-        assert!(s.next().await.expect("first").is_some());
+        let next = tokio::time::timeout(std::time::Duration::from_secs(10), s.next()).await;
+        assert!(next.expect("slot freed").expect("first").is_some());
         drop(s);
     }
     let one = ScanSpec {

@@ -17,12 +17,14 @@ pub mod client;
 pub mod messages;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use common::{ErrorKind, Mutation, ScanSpec, TableSchema};
 use prost::Message as _;
 use rpc::{ClusterCredentials, PeerInfo, RpcError, Server, ServerOptions, StreamSink};
+use tokio::sync::Semaphore;
 
 use crate::engine::Engine;
 use crate::error::Error;
@@ -45,6 +47,9 @@ pub struct RangeServerOptions {
     /// Engine blocks queued between the scanner thread and the network: with the QUIC flow
     /// control window, the bound on memory a slow reader can cause.
     pub scan_queue_blocks: usize,
+    /// Scans running at once, over all connections: each holds a blocking thread while its
+    /// client reads, so more wait for a slot rather than exhaust the blocking pool.
+    pub max_concurrent_scans: usize,
 }
 
 impl Default for RangeServerOptions {
@@ -54,6 +59,7 @@ impl Default for RangeServerOptions {
             scan_block_cells: 1024,
             scan_block_bytes: 1 << 20,
             scan_queue_blocks: 4,
+            max_concurrent_scans: 64,
         }
     }
 }
@@ -62,11 +68,17 @@ impl Default for RangeServerOptions {
 pub struct RangeServerService {
     engine: Engine,
     options: RangeServerOptions,
+    scans: Arc<Semaphore>,
 }
 
 impl RangeServerService {
     pub fn new(engine: Engine, options: RangeServerOptions) -> Self {
-        Self { engine, options }
+        let scans = Arc::new(Semaphore::new(options.max_concurrent_scans.max(1)));
+        Self {
+            engine,
+            options,
+            scans,
+        }
     }
 
     /// Binds `addr` and serves, presenting `credentials` (issued to [`SERVER_NAME`]).
@@ -111,6 +123,10 @@ impl RangeServerService {
     async fn scan(&self, req: ScanRequest, sink: &mut StreamSink) -> Result<(), RpcError> {
         let spec =
             ScanSpec::try_from(req.spec.unwrap_or_default()).map_err(invalid(method::SCAN))?;
+        // Held until the scan ends (or its client goes away).
+        let _slot = self.scans.acquire().await.map_err(|_| {
+            RpcError::service(ErrorKind::Unavailable, "the range server is shutting down")
+        })?;
         let mut rx = self.engine.scan_stream(
             req.table_id,
             spec,
