@@ -15,6 +15,23 @@ pub enum ServeCommand {
     Hyperspace(HyperspaceArgs),
     /// A DFS broker: serves a file-system backend to the cluster over rpc.
     DfsBroker(DfsBrokerArgs),
+    /// A range server: serves the ranges of its engine over rpc.
+    Rangeserver(RangeserverArgs),
+}
+
+#[derive(Args)]
+pub struct RangeserverArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:38060")]
+    listen: SocketAddr,
+    /// The cluster data directory (credentials `rangeserver` in `<dir>/tls`; run `ht init`
+    /// first).
+    #[arg(long = "data-dir", default_value = "./ht-data")]
+    data_dir: PathBuf,
+    /// The file system the engine writes through (`file:///abs/path`, `broker://host:port`,
+    /// object-store URLs); default `file://<data-dir>/rangeserver`.
+    #[arg(long)]
+    dfs: Option<String>,
 }
 
 #[derive(Args)]
@@ -98,6 +115,7 @@ pub fn run(cmd: ServeCommand) -> anyhow::Result<()> {
     match cmd {
         ServeCommand::Hyperspace(args) => serve_hyperspace(args),
         ServeCommand::DfsBroker(args) => serve_dfs_broker(args),
+        ServeCommand::Rangeserver(args) => serve_rangeserver(args),
     }
 }
 
@@ -132,6 +150,51 @@ fn serve_dfs_broker(args: DfsBrokerArgs) -> anyhow::Result<()> {
         service.close_all_writers().await;
         anyhow::Ok(())
     })
+}
+
+fn serve_rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
+    use rangeserver::engine::{Engine, EngineOptions};
+    use rangeserver::server::{RangeServerOptions, RangeServerService, SERVER_NAME};
+    let credentials =
+        rpc::ClusterCredentials::load(&args.data_dir, SERVER_NAME).with_context(|| {
+            format!(
+                "cannot load the {SERVER_NAME} credentials from {} (run `ht init` first)",
+                args.data_dir.display()
+            )
+        })?;
+    let url = match args.dfs {
+        Some(url) => url,
+        None => {
+            let dir = args.data_dir.join("rangeserver");
+            std::fs::create_dir_all(&dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+            // file:// needs an absolute path.
+            let dir = dir
+                .canonicalize()
+                .with_context(|| format!("cannot resolve {}", dir.display()))?;
+            format!("file://{}", dir.display())
+        }
+    };
+    let rt = tokio::runtime::Runtime::new()?;
+    let fs = rt
+        .block_on(dfs_broker::open_url(&url, Some(&credentials)))
+        .with_context(|| format!("cannot open the file system {url}"))?;
+    // Opening is blocking (it reaches the file system through the runtime): not inside
+    // `block_on`.
+    let engine = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone())
+        .with_context(|| format!("cannot open the engine on {url}"))?;
+    let served = rt.block_on(async {
+        let server = RangeServerService::new(engine.clone(), RangeServerOptions::default())
+            .bind(args.listen, &credentials)
+            .with_context(|| format!("cannot serve on {}", args.listen))?;
+        println!("range server serving on {}", server.local_addr());
+        wait_for_signal().await;
+        server.shutdown(std::time::Duration::from_secs(5)).await;
+        anyhow::Ok(())
+    });
+    // Calls have ended (or serving failed): close the engine either way, so its log is synced.
+    let closed = engine.close().context("cannot close the engine");
+    served.and(closed)
 }
 
 fn serve_hyperspace(args: HyperspaceArgs) -> anyhow::Result<()> {

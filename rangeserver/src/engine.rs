@@ -942,10 +942,10 @@ impl Engine {
                 Some(r) if r.contains(m.row) => r.clone(),
                 _ => {
                     let r = Inner::find_range(&ranges, table_id, m.row).ok_or_else(|| {
-                        Error::InvalidInput(format!(
-                            "row {:?} of table {table_id} is not served here",
-                            String::from_utf8_lossy(m.row)
-                        ))
+                        Error::NotHere {
+                            table_id,
+                            row: m.row.to_vec(),
+                        }
                     })?;
                     last = Some(r.clone());
                     r
@@ -1104,11 +1104,22 @@ impl Engine {
             ) if a == b => Some(a.clone()),
             _ => None,
         };
-        let ranges = match &only_row {
-            Some(row) => Inner::find_range(&inner.ranges.read(), table_id, row)
-                .into_iter()
-                .collect(),
-            None => inner.table_ranges(table_id),
+        // One snapshot of the range map both for the coverage check and the scan, so a split
+        // in between cannot make them disagree.
+        let ranges = {
+            let map = inner.ranges.read();
+            // A scan must not silently return part of its rows: every row it may touch must lie
+            // in a range held here, or the caller learns which row is elsewhere.
+            for interval in scanned_rows(spec) {
+                check_covered(&map, table_id, &interval)?;
+            }
+            match &only_row {
+                Some(row) => Inner::find_range(&map, table_id, row).into_iter().collect(),
+                None => map
+                    .range((table_id, RangeEnd::Row(Vec::new()))..=(table_id, RangeEnd::Max))
+                    .map(|(_, r)| r.clone())
+                    .collect(),
+            }
         };
         let cursor = TableCursor {
             ranges,
@@ -1343,6 +1354,59 @@ fn varint_len(mut v: u64) -> usize {
 }
 
 /// Longest row key or qualifier accepted.
+/// The row intervals a scan may touch: its row intervals, the rows of its cell intervals, or
+/// every row when it names neither.
+fn scanned_rows(spec: &ScanSpec) -> Vec<RowInterval> {
+    if spec.row_intervals.is_empty() && spec.cell_intervals.is_empty() {
+        return vec![RowInterval::all()];
+    }
+    let row_of = |b: &Bound<common::scan_spec::CellPos>| match b {
+        // A cell interval starting (or ending) inside a row still touches that row.
+        Bound::Included(p) | Bound::Excluded(p) => Bound::Included(p.row.clone()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    spec.row_intervals
+        .iter()
+        .cloned()
+        .chain(spec.cell_intervals.iter().map(|c| RowInterval {
+            start: row_of(&c.start),
+            end: row_of(&c.end),
+        }))
+        .collect()
+}
+
+/// Fails with [`Error::NotHere`] naming the first row of `interval` that no range of `table` in
+/// `map` holds.
+fn check_covered(map: &RangeMap, table: u32, interval: &RowInterval) -> Result<()> {
+    // The lowest row of the interval; the empty row sorts below every other.
+    let mut pos = match &interval.start {
+        Bound::Included(s) => s.clone(),
+        Bound::Excluded(s) => {
+            let mut s = s.clone();
+            s.push(0);
+            s
+        }
+        Bound::Unbounded => Vec::new(),
+    };
+    // Each step moves `pos` to the end of a distinct range, so this ends within the number of
+    // ranges held.
+    loop {
+        if interval.is_past_end(&pos) {
+            return Ok(());
+        }
+        let Some(r) = Inner::find_range(map, table, &pos) else {
+            return Err(Error::NotHere {
+                table_id: table,
+                row: pos,
+            });
+        };
+        match &r.end_row {
+            Some(end) => pos = end.clone(),
+            None => return Ok(()),
+        }
+    }
+}
+
 pub const MAX_ROW_OR_QUALIFIER_BYTES: usize = 64 << 10;
 /// Largest value accepted.
 pub const MAX_VALUE_BYTES: usize = 16 << 20;

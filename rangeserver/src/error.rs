@@ -35,6 +35,13 @@ pub enum Error {
     NoSuchTable(String),
     #[error("table {0} exists already")]
     TableExists(String),
+    /// A row of a batch or scan that no range held by this engine covers: nothing was applied
+    /// (or scanned); the caller should refresh its range locations and retry elsewhere.
+    #[error(
+        "row {:?} of table {table_id} is not served here",
+        String::from_utf8_lossy(row)
+    )]
+    NotHere { table_id: u32, row: Vec<u8> },
     #[error("the engine is closed")]
     Closed,
     #[error("{0}")]
@@ -50,7 +57,9 @@ impl Error {
                 ErrorKind::Corruption
             }
             Self::Key(_) | Self::Schema(_) | Self::InvalidInput(_) => ErrorKind::InvalidInput,
-            Self::NoSuchTable(_) => ErrorKind::NotFound,
+            // The range is not found here; callers that route (the range server client) match
+            // the variant itself, which stays distinct on the wire.
+            Self::NoSuchTable(_) | Self::NotHere { .. } => ErrorKind::NotFound,
             Self::TableExists(_) => ErrorKind::AlreadyExists,
             Self::Closed => ErrorKind::Unavailable,
             Self::Internal(_) => ErrorKind::Internal,

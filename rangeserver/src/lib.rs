@@ -2,7 +2,8 @@
 //!
 //! The engine ([`engine::Engine`]) owns ranges of tables; each range has access groups, each
 //! access group a cell cache and a set of cell stores. Writes go through the commit log. All file
-//! I/O goes through `dfs_broker::Fs`; there is no network code here.
+//! I/O goes through `dfs_broker::Fs`; the engine itself does no network I/O. [`server`] serves
+//! an engine's ranges over `rpc` and holds the client that calls it.
 
 pub mod block_cache;
 pub mod cellcache;
@@ -16,5 +17,6 @@ pub mod merge;
 pub mod meta;
 pub mod range;
 pub mod scan;
+pub mod server;
 
 pub use error::{Error, Result};

@@ -6,7 +6,8 @@ use common::TableSchema;
 use common::key::CellFlag;
 use dfs_broker::LocalFs;
 use rangeserver::engine::{CompactionKind, Engine, EngineOptions, Mutation};
-use rangeserver::scan::spec::ScanSpec;
+use rangeserver::scan::spec::{RowInterval, ScanSpec};
+use std::ops::Bound;
 
 fn schema() -> TableSchema {
     let mut s = TableSchema::new(1, "/t");
@@ -292,7 +293,181 @@ fn ranges_assigned_one_by_one() {
     drop(e);
     let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
     assert_eq!(e.ranges(1).len(), 2);
-    assert_eq!(rows(&e).len(), 2);
+    // Rows below "k" are not held here, so the whole-table scan is refused; from "k" on the
+    // held ranges cover it.
+    let from_k = ScanSpec {
+        row_intervals: vec![RowInterval {
+            start: Bound::Included(b"k".to_vec()),
+            end: Bound::Unbounded,
+        }],
+        ..ScanSpec::default()
+    };
+    let cells = e.scan(1, &from_k).unwrap().collect_all().unwrap();
+    assert_eq!(cells.len(), 2);
+}
+
+fn open_partial(dir: &std::path::Path, rt: &tokio::runtime::Runtime) -> Engine {
+    let fs = Arc::new(LocalFs::new(dir).unwrap());
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    e.register_table(schema()).unwrap();
+    // Held: [.., "g") and ["m", "t"); not held: ["g", "m") and ["t", ..).
+    e.create_range(1, None, Some(b"g".to_vec())).unwrap();
+    e.create_range(1, Some(b"m".to_vec()), Some(b"t".to_vec()))
+        .unwrap();
+    e
+}
+
+fn rows_interval(start: Bound<&str>, end: Bound<&str>) -> ScanSpec {
+    let own = |b: Bound<&str>| match b {
+        Bound::Included(s) => Bound::Included(s.as_bytes().to_vec()),
+        Bound::Excluded(s) => Bound::Excluded(s.as_bytes().to_vec()),
+        Bound::Unbounded => Bound::Unbounded,
+    };
+    ScanSpec {
+        row_intervals: vec![RowInterval {
+            start: own(start),
+            end: own(end),
+        }],
+        ..ScanSpec::default()
+    }
+}
+
+fn not_here_row(err: rangeserver::Error) -> Vec<u8> {
+    match err {
+        rangeserver::Error::NotHere { table_id, row } => {
+            assert_eq!(table_id, 1);
+            row
+        }
+        other => panic!("expected NotHere, got {other}"),
+    }
+}
+
+#[test]
+fn apply_refuses_a_batch_with_a_row_not_held_and_applies_nothing() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let e = open_partial(dir.path(), &rt);
+    let err = e
+        .apply(
+            1,
+            &[
+                Mutation::insert("a", 1, "", "1"),
+                Mutation::insert("n", 1, "", "2"),
+                Mutation::insert("h", 1, "", "3"),
+                Mutation::insert("b", 1, "", "4"),
+            ],
+        )
+        .unwrap_err();
+    assert_eq!(err.kind(), common::ErrorKind::NotFound);
+    assert_eq!(not_here_row(err), b"h");
+    // Nothing of the batch is visible, nor after a reopen (nothing was logged).
+    let held = rows_interval(Bound::Unbounded, Bound::Excluded("g"));
+    assert!(e.scan(1, &held).unwrap().collect_all().unwrap().is_empty());
+    let held2 = rows_interval(Bound::Included("m"), Bound::Excluded("t"));
+    assert!(e.scan(1, &held2).unwrap().collect_all().unwrap().is_empty());
+    e.close().unwrap();
+    drop(e);
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    assert_eq!(e.stats().replayed_cells, 0);
+    assert!(e.scan(1, &held).unwrap().collect_all().unwrap().is_empty());
+    // Rows at the edges: "g" and "t" are the first rows not held; "f\xff" and "s" are held.
+    for row in ["t", "g", "zz"] {
+        let err = e
+            .apply(1, &[Mutation::insert(row, 1, "", "x")])
+            .unwrap_err();
+        assert_eq!(not_here_row(err), row.as_bytes());
+    }
+    e.apply(
+        1,
+        &[
+            Mutation::insert(&b"f\xff"[..], 1, "", "x"),
+            Mutation::insert("m", 1, "", "y"),
+            Mutation::insert("s", 1, "", "z"),
+        ],
+    )
+    .unwrap();
+}
+
+#[test]
+fn scan_not_covered_by_held_ranges_fails_naming_the_first_missing_row() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let e = open_partial(dir.path(), &rt);
+    e.apply(
+        1,
+        &[
+            Mutation::insert("a", 1, "", "1"),
+            Mutation::insert("n", 1, "", "2"),
+        ],
+    )
+    .unwrap();
+    let err_row = |spec: &ScanSpec| not_here_row(e.scan(1, spec).map(|_| ()).unwrap_err());
+    assert_eq!(err_row(&ScanSpec::default()), b"g");
+    assert_eq!(
+        err_row(&rows_interval(Bound::Included("b"), Bound::Included("g"))),
+        b"g"
+    );
+    assert_eq!(
+        err_row(&rows_interval(Bound::Included("n"), Bound::Unbounded)),
+        b"t"
+    );
+    assert_eq!(
+        err_row(&ScanSpec {
+            row_intervals: vec![RowInterval::row("h")],
+            ..ScanSpec::default()
+        }),
+        b"h"
+    );
+    // An interval after an excluded "l" starts at "l\0", the first row above "l", not held.
+    assert_eq!(
+        err_row(&rows_interval(Bound::Excluded("l"), Bound::Excluded("n"))),
+        b"l\0"
+    );
+    // Covered intervals scan normally; an interval ending exactly where the held part ends
+    // (excluded) is covered.
+    let ok = |spec: &ScanSpec| e.scan(1, spec).unwrap().collect_all().unwrap().len();
+    assert_eq!(
+        ok(&rows_interval(Bound::Unbounded, Bound::Excluded("g"))),
+        1
+    );
+    assert_eq!(
+        ok(&rows_interval(Bound::Included("m"), Bound::Excluded("t"))),
+        1
+    );
+    assert_eq!(
+        ok(&rows_interval(Bound::Included("m"), Bound::Included("s~"))),
+        1
+    );
+    assert_eq!(
+        ok(&ScanSpec {
+            row_intervals: vec![RowInterval::row("n")],
+            ..ScanSpec::default()
+        }),
+        1
+    );
+    // Cell intervals are checked by their rows too.
+    let cells = ScanSpec {
+        cell_intervals: vec![common::scan_spec::CellInterval {
+            start: Bound::Included(common::scan_spec::CellPos {
+                row: b"m".to_vec(),
+                family: 1,
+                qualifier: Vec::new(),
+            }),
+            end: Bound::Excluded(common::scan_spec::CellPos {
+                row: b"u".to_vec(),
+                family: 1,
+                qualifier: Vec::new(),
+            }),
+        }],
+        ..ScanSpec::default()
+    };
+    assert_eq!(err_row(&cells), b"t");
+    // The streaming form reports the same error as its only item.
+    let _in_runtime = rt.enter();
+    let mut rx = e.scan_stream(1, ScanSpec::default(), 16, 2);
+    let first = rx.blocking_recv().unwrap();
+    assert_eq!(not_here_row(first.unwrap_err()), b"g");
 }
 
 /// A clock that stands still (as a clock stepped back by NTP might).

@@ -1,0 +1,280 @@
+//! [`RangeServerClient`]: calls one range server. A row the server does not hold comes back as
+//! [`RsError::NotHere`], distinct from every other failure, so that a caller refreshes its range
+//! locations and tries elsewhere.
+//!
+//! Nothing is retried here: an update whose answer was lost may or may not have been applied,
+//! and only the caller knows whether repeating it is safe.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{Cell, ErrorKind, Mutation, ScanSpec, TableSchema};
+use prost::Message as _;
+use rpc::{Client, ClientOptions, ClusterCredentials, ResponseStream, RpcError};
+
+use super::SERVER_NAME;
+use super::messages::*;
+use crate::engine::{EngineStats, RangeInfo};
+
+/// What a range server call reports.
+#[derive(Debug, thiserror::Error)]
+pub enum RsError {
+    /// The server holds no range of `table_id` containing `row`; nothing was applied.
+    #[error(
+        "row {:?} of table {table_id} is not served by this range server",
+        String::from_utf8_lossy(row)
+    )]
+    NotHere { table_id: u32, row: Vec<u8> },
+    /// The request is too large or malformed before it was sent.
+    #[error("invalid request: {0}")]
+    InvalidInput(String),
+    /// The server sent something that does not decode.
+    #[error("bad answer from the range server: {0}")]
+    BadReply(String),
+    #[error(transparent)]
+    Rpc(#[from] RpcError),
+}
+
+impl RsError {
+    /// The coarse kind for callers deciding what to do.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Self::NotHere { .. } => ErrorKind::NotFound,
+            Self::InvalidInput(_) => ErrorKind::InvalidInput,
+            Self::BadReply(_) => ErrorKind::Corruption,
+            Self::Rpc(e) => e.kind(),
+        }
+    }
+}
+
+/// Options of a range server client.
+#[derive(Debug, Clone)]
+pub struct RangeServerClientOptions {
+    /// Deadline of one unary call.
+    pub call_timeout: Duration,
+    /// Deadline of a whole scan stream.
+    pub scan_timeout: Duration,
+    /// Largest rpc message; must match the server's (an update batch must fit in one).
+    pub max_message_bytes: usize,
+    pub connect_timeout: Duration,
+}
+
+impl Default for RangeServerClientOptions {
+    fn default() -> Self {
+        Self {
+            call_timeout: Duration::from_secs(60),
+            scan_timeout: Duration::from_secs(3600),
+            max_message_bytes: rpc::frame::DEFAULT_MAX_MESSAGE_BYTES,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A connection to one range server.
+pub struct RangeServerClient {
+    client: Client,
+    options: RangeServerClientOptions,
+}
+
+impl RangeServerClient {
+    /// Connects to the range server at `addr`, presenting `credentials` (the `client`
+    /// certificate for data calls; `master` or `rangeserver` also for table and range changes).
+    pub async fn connect(
+        addr: SocketAddr,
+        credentials: &ClusterCredentials,
+    ) -> Result<Self, RsError> {
+        Self::connect_with(addr, credentials, RangeServerClientOptions::default()).await
+    }
+
+    pub async fn connect_with(
+        addr: SocketAddr,
+        credentials: &ClusterCredentials,
+        options: RangeServerClientOptions,
+    ) -> Result<Self, RsError> {
+        let rpc_options = ClientOptions {
+            max_message_bytes: options.max_message_bytes,
+            connect_timeout: options.connect_timeout,
+            ..ClientOptions::default()
+        };
+        let config = credentials
+            .client_config(rpc_options.idle_timeout)
+            .map_err(RpcError::from)?;
+        let client = Client::connect_with(addr, SERVER_NAME, config, rpc_options).await?;
+        Ok(Self { client, options })
+    }
+
+    /// The server's address.
+    pub fn peer(&self) -> SocketAddr {
+        self.client.peer()
+    }
+
+    async fn call<Req: prost::Message, Resp: prost::Message + Default>(
+        &self,
+        method: &str,
+        request: &Req,
+    ) -> Result<Resp, RsError> {
+        Ok(self
+            .client
+            .call_message(method, request, self.options.call_timeout)
+            .await?)
+    }
+
+    pub async fn create_table(&self, schema: &TableSchema) -> Result<(), RsError> {
+        let req = SchemaRequest {
+            schema_json: schema.to_json(),
+        };
+        let _: UnitReply = self.call(method::CREATE_TABLE, &req).await?;
+        Ok(())
+    }
+
+    pub async fn alter_table(&self, schema: &TableSchema) -> Result<(), RsError> {
+        let req = SchemaRequest {
+            schema_json: schema.to_json(),
+        };
+        let _: UnitReply = self.call(method::ALTER_TABLE, &req).await?;
+        Ok(())
+    }
+
+    pub async fn drop_table(&self, table_id: u32) -> Result<(), RsError> {
+        let _: UnitReply = self
+            .call(method::DROP_TABLE, &TableRequest { table_id })
+            .await?;
+        Ok(())
+    }
+
+    /// Makes the server hold the empty range `[start_row, end_row)` (`None`: unbounded).
+    /// Returns the range's id.
+    pub async fn load_range(
+        &self,
+        table_id: u32,
+        start_row: Option<&[u8]>,
+        end_row: Option<&[u8]>,
+    ) -> Result<u64, RsError> {
+        // The wire spells an unbounded end as an empty row, so an empty row cannot be a bound.
+        if start_row.is_some_and(<[u8]>::is_empty) || end_row.is_some_and(<[u8]>::is_empty) {
+            return Err(RsError::InvalidInput(
+                "a range bound must not be the empty row (use None for unbounded)".into(),
+            ));
+        }
+        let req = LoadRangeRequest {
+            table_id,
+            start_row: start_row.map(<[u8]>::to_vec).unwrap_or_default(),
+            end_row: end_row.map(<[u8]>::to_vec).unwrap_or_default(),
+        };
+        let reply: LoadRangeReply = self.call(method::LOAD_RANGE, &req).await?;
+        Ok(reply.range_id)
+    }
+
+    /// Applies one batch, whole or not at all. A batch must fit in one message
+    /// (`max_message_bytes`) and in the server's commit-log block; split larger ones.
+    pub async fn update(&self, table_id: u32, mutations: &[Mutation]) -> Result<(), RsError> {
+        let req = UpdateRequest {
+            table_id,
+            mutations: mutations.iter().map(WireMutation::from).collect(),
+        };
+        // The request envelope adds the method name and a few bytes of framing.
+        let len = req.encoded_len() + 64;
+        if len > self.options.max_message_bytes {
+            return Err(RsError::InvalidInput(format!(
+                "a batch of {} mutations encodes to about {len} bytes, above the message limit of {} bytes; send smaller batches",
+                mutations.len(),
+                self.options.max_message_bytes
+            )));
+        }
+        let reply: UpdateReply = self.call(method::UPDATE, &req).await?;
+        match reply.not_here {
+            Some(n) => Err(RsError::NotHere {
+                table_id: n.table_id,
+                row: n.row,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Starts a scan; cells arrive in blocks as [`CellStream::next`] asks for them. Dropping the
+    /// stream cancels the scan on the server.
+    pub async fn scan(&self, table_id: u32, spec: &ScanSpec) -> Result<CellStream, RsError> {
+        let req = ScanRequest {
+            table_id,
+            spec: Some(WireScanSpec::from(spec)),
+        };
+        let stream = self
+            .client
+            .call_stream(
+                method::SCAN,
+                req.encode_to_vec().into(),
+                self.options.scan_timeout,
+            )
+            .await?;
+        Ok(CellStream {
+            stream,
+            block: VecDeque::new(),
+            blocks: 0,
+        })
+    }
+
+    /// The ranges of a table the server holds.
+    pub async fn ranges(&self, table_id: u32) -> Result<Vec<RangeInfo>, RsError> {
+        let reply: RangesReply = self
+            .call(method::RANGES, &TableRequest { table_id })
+            .await?;
+        Ok(reply.ranges.into_iter().map(RangeInfo::from).collect())
+    }
+
+    /// The server engine's counters.
+    pub async fn status(&self) -> Result<EngineStats, RsError> {
+        let reply: StatusReply = self.call(method::STATUS, &UnitReply {}).await?;
+        Ok(reply.into())
+    }
+
+    /// Closes the connection.
+    pub async fn close(&self) {
+        self.client.close().await;
+    }
+}
+
+/// The cells of one scan, read block by block from the server (one block buffered at a time).
+pub struct CellStream {
+    stream: ResponseStream,
+    block: VecDeque<WireCell>,
+    blocks: u64,
+}
+
+impl CellStream {
+    /// The next cell; `Ok(None)` at the end of the scan.
+    pub async fn next(&mut self) -> Result<Option<Cell>, RsError> {
+        loop {
+            if let Some(c) = self.block.pop_front() {
+                return Cell::try_from(c).map(Some).map_err(RsError::BadReply);
+            }
+            let Some(payload) = self.stream.next().await? else {
+                return Ok(None);
+            };
+            let block = ScanBlock::decode(payload).map_err(|e| RsError::BadReply(e.to_string()))?;
+            self.blocks += 1;
+            if let Some(n) = block.not_here {
+                return Err(RsError::NotHere {
+                    table_id: n.table_id,
+                    row: n.row,
+                });
+            }
+            self.block = block.cells.into();
+        }
+    }
+
+    /// Messages received so far (for tests and reports).
+    pub fn blocks_received(&self) -> u64 {
+        self.blocks
+    }
+
+    /// Reads the rest of the scan into memory (bounded by the scan, not by this call: use
+    /// [`CellStream::next`] for large scans).
+    pub async fn collect(mut self) -> Result<Vec<Cell>, RsError> {
+        let mut out = Vec::new();
+        while let Some(c) = self.next().await? {
+            out.push(c);
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,599 @@
+//! The range server's prost messages (written by hand, no protoc) and their conversions to and
+//! from the engine's types. Layout: `docs/formats/rangeserver-rpc.md`.
+
+use std::ops::Bound;
+
+use common::key::{CellFlag, Key};
+use common::scan_spec::{
+    CellInterval, CellPos, ColumnSelector, QualifierMatch, RowInterval, ScanSpec,
+};
+use common::{Cell, Mutation};
+
+use crate::engine::{EngineStats, RangeInfo};
+
+/// Method names; a change of meaning gets a new name.
+pub mod method {
+    pub const CREATE_TABLE: &str = "rs.create_table";
+    pub const DROP_TABLE: &str = "rs.drop_table";
+    pub const ALTER_TABLE: &str = "rs.alter_table";
+    pub const LOAD_RANGE: &str = "rs.load_range";
+    pub const UPDATE: &str = "rs.update";
+    /// Streaming: blocks of cells.
+    pub const SCAN: &str = "rs.scan";
+    pub const RANGES: &str = "rs.ranges";
+    pub const STATUS: &str = "rs.status";
+}
+
+/// Largest regex program a scan may ask for (compiled size, bytes): a client cannot make the
+/// server build an unbounded automaton.
+pub const MAX_REGEX_BYTES: usize = 1 << 20;
+
+/// `rs.create_table`, `rs.alter_table`: the schema in its persisted JSON form
+/// (`TableSchema::to_json`), so the wire and the meta log agree on one encoding.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SchemaRequest {
+    #[prost(string, tag = "1")]
+    pub schema_json: String,
+}
+
+/// `rs.drop_table`, `rs.ranges`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TableRequest {
+    #[prost(uint32, tag = "1")]
+    pub table_id: u32,
+}
+
+/// The answer of calls that return nothing but success (errors travel as rpc errors).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UnitReply {}
+
+/// `rs.load_range`: the range `[start_row, end_row)`; an empty row is unbounded.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LoadRangeRequest {
+    #[prost(uint32, tag = "1")]
+    pub table_id: u32,
+    #[prost(bytes = "vec", tag = "2")]
+    pub start_row: Vec<u8>,
+    #[prost(bytes = "vec", tag = "3")]
+    pub end_row: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LoadRangeReply {
+    #[prost(uint64, tag = "1")]
+    pub range_id: u64,
+}
+
+/// One cell to write.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WireMutation {
+    #[prost(bytes = "vec", tag = "1")]
+    pub row: Vec<u8>,
+    #[prost(uint32, tag = "2")]
+    pub family: u32,
+    #[prost(bytes = "vec", tag = "3")]
+    pub qualifier: Vec<u8>,
+    /// Absent: the server assigns the timestamp (the cell's revision).
+    #[prost(int64, optional, tag = "4")]
+    pub timestamp: Option<i64>,
+    /// The key flag byte: 0 DeleteRow, 1 DeleteColumnFamily, 2 DeleteCell,
+    /// 3 DeleteCellVersion, 255 Insert.
+    #[prost(uint32, tag = "5")]
+    pub flag: u32,
+    #[prost(bytes = "vec", tag = "6")]
+    pub value: Vec<u8>,
+}
+
+/// `rs.update`: one batch, applied whole or not at all.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UpdateRequest {
+    #[prost(uint32, tag = "1")]
+    pub table_id: u32,
+    #[prost(message, repeated, tag = "2")]
+    pub mutations: Vec<WireMutation>,
+}
+
+/// A row this server holds no range for: the client refreshes its range locations.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NotHere {
+    #[prost(uint32, tag = "1")]
+    pub table_id: u32,
+    #[prost(bytes = "vec", tag = "2")]
+    pub row: Vec<u8>,
+}
+
+/// The answer to `rs.update`: `not_here` set means nothing of the batch was applied.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UpdateReply {
+    #[prost(message, optional, tag = "1")]
+    pub not_here: Option<NotHere>,
+}
+
+/// One end of a row interval.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WireRowBound {
+    /// 0 unbounded, 1 included, 2 excluded.
+    #[prost(uint32, tag = "1")]
+    pub kind: u32,
+    #[prost(bytes = "vec", tag = "2")]
+    pub row: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WireRowInterval {
+    #[prost(message, optional, tag = "1")]
+    pub start: Option<WireRowBound>,
+    #[prost(message, optional, tag = "2")]
+    pub end: Option<WireRowBound>,
+}
+
+/// One end of a cell interval.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WireCellBound {
+    /// 0 unbounded, 1 included, 2 excluded.
+    #[prost(uint32, tag = "1")]
+    pub kind: u32,
+    #[prost(bytes = "vec", tag = "2")]
+    pub row: Vec<u8>,
+    #[prost(uint32, tag = "3")]
+    pub family: u32,
+    #[prost(bytes = "vec", tag = "4")]
+    pub qualifier: Vec<u8>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WireCellInterval {
+    #[prost(message, optional, tag = "1")]
+    pub start: Option<WireCellBound>,
+    #[prost(message, optional, tag = "2")]
+    pub end: Option<WireCellBound>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WireColumn {
+    #[prost(uint32, tag = "1")]
+    pub family: u32,
+    /// 0 every qualifier, 1 exact, 2 prefix, 3 regex (`qualifier` is its UTF-8 pattern).
+    #[prost(uint32, tag = "2")]
+    pub match_kind: u32,
+    #[prost(bytes = "vec", tag = "3")]
+    pub qualifier: Vec<u8>,
+}
+
+/// A `ScanSpec`; fields mean what they mean there.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WireScanSpec {
+    #[prost(message, repeated, tag = "1")]
+    pub row_intervals: Vec<WireRowInterval>,
+    #[prost(message, repeated, tag = "2")]
+    pub cell_intervals: Vec<WireCellInterval>,
+    #[prost(message, repeated, tag = "3")]
+    pub columns: Vec<WireColumn>,
+    /// Absent: no lower bound.
+    #[prost(int64, optional, tag = "4")]
+    pub time_start: Option<i64>,
+    /// Absent: no upper bound.
+    #[prost(int64, optional, tag = "5")]
+    pub time_end: Option<i64>,
+    #[prost(string, optional, tag = "6")]
+    pub row_regex: Option<String>,
+    #[prost(string, optional, tag = "7")]
+    pub value_regex: Option<String>,
+    #[prost(uint32, tag = "8")]
+    pub max_versions: u32,
+    #[prost(uint64, tag = "9")]
+    pub row_limit: u64,
+    #[prost(uint64, tag = "10")]
+    pub row_offset: u64,
+    #[prost(uint64, tag = "11")]
+    pub cell_limit: u64,
+    #[prost(uint64, tag = "12")]
+    pub cell_offset: u64,
+    #[prost(uint64, tag = "13")]
+    pub cell_limit_per_family: u64,
+    #[prost(bool, tag = "14")]
+    pub keys_only: bool,
+    #[prost(bool, tag = "15")]
+    pub return_deletes: bool,
+    #[prost(bool, tag = "16")]
+    pub no_cache: bool,
+}
+
+/// `rs.scan`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ScanRequest {
+    #[prost(uint32, tag = "1")]
+    pub table_id: u32,
+    #[prost(message, optional, tag = "2")]
+    pub spec: Option<WireScanSpec>,
+}
+
+/// A cell returned by a scan.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WireCell {
+    #[prost(bytes = "vec", tag = "1")]
+    pub row: Vec<u8>,
+    #[prost(uint32, tag = "2")]
+    pub family: u32,
+    #[prost(bytes = "vec", tag = "3")]
+    pub qualifier: Vec<u8>,
+    #[prost(int64, tag = "4")]
+    pub timestamp: i64,
+    #[prost(int64, tag = "5")]
+    pub revision: i64,
+    #[prost(uint32, tag = "6")]
+    pub flag: u32,
+    #[prost(bytes = "vec", tag = "7")]
+    pub value: Vec<u8>,
+}
+
+/// One pushed message of `rs.scan`. A block with `not_here` set is the last of its stream.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ScanBlock {
+    #[prost(message, repeated, tag = "1")]
+    pub cells: Vec<WireCell>,
+    #[prost(message, optional, tag = "2")]
+    pub not_here: Option<NotHere>,
+}
+
+/// A range held by the server. Empty rows are unbounded ends.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WireRange {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint32, tag = "2")]
+    pub table_id: u32,
+    #[prost(bytes = "vec", tag = "3")]
+    pub start_row: Vec<u8>,
+    #[prost(bytes = "vec", tag = "4")]
+    pub end_row: Vec<u8>,
+    #[prost(uint64, tag = "5")]
+    pub size_bytes: u64,
+    #[prost(uint64, tag = "6")]
+    pub stores: u64,
+    #[prost(uint64, tag = "7")]
+    pub cache_bytes: u64,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RangesReply {
+    #[prost(message, repeated, tag = "1")]
+    pub ranges: Vec<WireRange>,
+}
+
+/// `rs.status`: the engine's counters.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StatusReply {
+    #[prost(uint64, tag = "1")]
+    pub cache_bytes: u64,
+    #[prost(uint64, tag = "2")]
+    pub ranges: u64,
+    #[prost(uint64, tag = "3")]
+    pub stores: u64,
+    #[prost(uint64, tag = "4")]
+    pub minor_compactions: u64,
+    #[prost(uint64, tag = "5")]
+    pub merging_compactions: u64,
+    #[prost(uint64, tag = "6")]
+    pub major_compactions: u64,
+    #[prost(uint64, tag = "7")]
+    pub splits: u64,
+    #[prost(uint64, tag = "8")]
+    pub replayed_cells: u64,
+    #[prost(uint64, tag = "9")]
+    pub purged_fragments: u64,
+    #[prost(uint64, tag = "10")]
+    pub block_cache_hits: u64,
+    #[prost(uint64, tag = "11")]
+    pub block_cache_misses: u64,
+}
+
+/// `None` for an empty row: the wire's spelling of an unbounded end.
+pub fn row_or_unbounded(row: Vec<u8>) -> Option<Vec<u8>> {
+    (!row.is_empty()).then_some(row)
+}
+
+pub fn flag_from_wire(flag: u32) -> Result<CellFlag, String> {
+    u8::try_from(flag)
+        .ok()
+        .and_then(CellFlag::from_u8)
+        .ok_or_else(|| format!("unknown cell flag {flag}"))
+}
+
+fn family_from_wire(family: u32) -> Result<u8, String> {
+    u8::try_from(family).map_err(|_| format!("family id {family} is above 255"))
+}
+
+impl From<&Mutation> for WireMutation {
+    fn from(m: &Mutation) -> Self {
+        Self {
+            row: m.row.clone(),
+            family: m.family.into(),
+            qualifier: m.qualifier.clone(),
+            timestamp: m.timestamp,
+            flag: m.flag as u32,
+            value: m.value.clone(),
+        }
+    }
+}
+
+impl TryFrom<WireMutation> for Mutation {
+    type Error = String;
+    fn try_from(m: WireMutation) -> Result<Self, String> {
+        Ok(Self {
+            row: m.row,
+            family: family_from_wire(m.family)?,
+            qualifier: m.qualifier,
+            timestamp: m.timestamp,
+            flag: flag_from_wire(m.flag)?,
+            value: m.value,
+        })
+    }
+}
+
+impl From<Cell> for WireCell {
+    fn from(c: Cell) -> Self {
+        Self {
+            row: c.key.row,
+            family: c.key.family.into(),
+            qualifier: c.key.qualifier,
+            timestamp: c.key.timestamp,
+            revision: c.key.revision,
+            flag: c.key.flag as u32,
+            value: c.value,
+        }
+    }
+}
+
+impl TryFrom<WireCell> for Cell {
+    type Error = String;
+    fn try_from(c: WireCell) -> Result<Self, String> {
+        Ok(Self {
+            key: Key {
+                row: c.row,
+                family: family_from_wire(c.family)?,
+                qualifier: c.qualifier,
+                timestamp: c.timestamp,
+                revision: c.revision,
+                flag: flag_from_wire(c.flag)?,
+            },
+            value: c.value,
+        })
+    }
+}
+
+impl From<&RangeInfo> for WireRange {
+    fn from(r: &RangeInfo) -> Self {
+        Self {
+            id: r.id,
+            table_id: r.table_id,
+            start_row: r.start_row.clone().unwrap_or_default(),
+            end_row: r.end_row.clone().unwrap_or_default(),
+            size_bytes: r.size_bytes,
+            stores: r.stores as u64,
+            cache_bytes: r.cache_bytes,
+        }
+    }
+}
+
+impl From<WireRange> for RangeInfo {
+    fn from(r: WireRange) -> Self {
+        Self {
+            id: r.id,
+            table_id: r.table_id,
+            start_row: row_or_unbounded(r.start_row),
+            end_row: row_or_unbounded(r.end_row),
+            size_bytes: r.size_bytes,
+            stores: usize::try_from(r.stores).unwrap_or(usize::MAX),
+            cache_bytes: r.cache_bytes,
+        }
+    }
+}
+
+impl From<&EngineStats> for StatusReply {
+    fn from(s: &EngineStats) -> Self {
+        Self {
+            cache_bytes: s.cache_bytes,
+            ranges: s.ranges as u64,
+            stores: s.stores as u64,
+            minor_compactions: s.minor_compactions,
+            merging_compactions: s.merging_compactions,
+            major_compactions: s.major_compactions,
+            splits: s.splits,
+            replayed_cells: s.replayed_cells,
+            purged_fragments: s.purged_fragments,
+            block_cache_hits: s.block_cache_hits,
+            block_cache_misses: s.block_cache_misses,
+        }
+    }
+}
+
+impl From<StatusReply> for EngineStats {
+    fn from(s: StatusReply) -> Self {
+        let size = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+        Self {
+            cache_bytes: s.cache_bytes,
+            ranges: size(s.ranges),
+            stores: size(s.stores),
+            minor_compactions: s.minor_compactions,
+            merging_compactions: s.merging_compactions,
+            major_compactions: s.major_compactions,
+            splits: s.splits,
+            replayed_cells: s.replayed_cells,
+            purged_fragments: s.purged_fragments,
+            block_cache_hits: s.block_cache_hits,
+            block_cache_misses: s.block_cache_misses,
+        }
+    }
+}
+
+fn bound_to_wire<T>(b: &Bound<T>, f: impl FnOnce(&T) -> (u32, Vec<u8>, Vec<u8>)) -> WireCellBound {
+    let (kind, inner) = match b {
+        Bound::Unbounded => (0, None),
+        Bound::Included(t) => (1, Some(f(t))),
+        Bound::Excluded(t) => (2, Some(f(t))),
+    };
+    let (family, row, qualifier) = inner.unwrap_or_default();
+    WireCellBound {
+        kind,
+        row,
+        family,
+        qualifier,
+    }
+}
+
+fn bound_from_wire<T>(
+    kind: u32,
+    f: impl FnOnce() -> Result<T, String>,
+) -> Result<Bound<T>, String> {
+    match kind {
+        0 => Ok(Bound::Unbounded),
+        1 => Ok(Bound::Included(f()?)),
+        2 => Ok(Bound::Excluded(f()?)),
+        k => Err(format!("unknown interval bound kind {k}")),
+    }
+}
+
+fn row_bound_to_wire(b: &Bound<Vec<u8>>) -> WireRowBound {
+    let w = bound_to_wire(b, |r| (0, r.clone(), Vec::new()));
+    WireRowBound {
+        kind: w.kind,
+        row: w.row,
+    }
+}
+
+fn row_bound_from_wire(b: Option<WireRowBound>) -> Result<Bound<Vec<u8>>, String> {
+    let b = b.unwrap_or_default();
+    bound_from_wire(b.kind, || Ok(b.row))
+}
+
+fn cell_bound_to_wire(b: &Bound<CellPos>) -> WireCellBound {
+    bound_to_wire(b, |p| (p.family.into(), p.row.clone(), p.qualifier.clone()))
+}
+
+fn cell_bound_from_wire(b: Option<WireCellBound>) -> Result<Bound<CellPos>, String> {
+    let b = b.unwrap_or_default();
+    bound_from_wire(b.kind, || {
+        Ok(CellPos {
+            row: b.row,
+            family: family_from_wire(b.family)?,
+            qualifier: b.qualifier,
+        })
+    })
+}
+
+fn regex_from_wire(pattern: &str) -> Result<regex::bytes::Regex, String> {
+    regex::bytes::RegexBuilder::new(pattern)
+        .size_limit(MAX_REGEX_BYTES)
+        .build()
+        .map_err(|e| format!("bad regex {pattern:?}: {e}"))
+}
+
+impl From<&ScanSpec> for WireScanSpec {
+    fn from(s: &ScanSpec) -> Self {
+        Self {
+            row_intervals: s
+                .row_intervals
+                .iter()
+                .map(|i| WireRowInterval {
+                    start: Some(row_bound_to_wire(&i.start)),
+                    end: Some(row_bound_to_wire(&i.end)),
+                })
+                .collect(),
+            cell_intervals: s
+                .cell_intervals
+                .iter()
+                .map(|i| WireCellInterval {
+                    start: Some(cell_bound_to_wire(&i.start)),
+                    end: Some(cell_bound_to_wire(&i.end)),
+                })
+                .collect(),
+            columns: s
+                .columns
+                .iter()
+                .map(|c| {
+                    let (match_kind, qualifier) = match &c.qualifier {
+                        QualifierMatch::All => (0, Vec::new()),
+                        QualifierMatch::Exact(q) => (1, q.clone()),
+                        QualifierMatch::Prefix(q) => (2, q.clone()),
+                        QualifierMatch::Regex(r) => (3, r.as_str().as_bytes().to_vec()),
+                    };
+                    WireColumn {
+                        family: c.family.into(),
+                        match_kind,
+                        qualifier,
+                    }
+                })
+                .collect(),
+            time_start: (s.time_start != i64::MIN).then_some(s.time_start),
+            time_end: (s.time_end != i64::MAX).then_some(s.time_end),
+            row_regex: s.row_regex.as_ref().map(|r| r.as_str().to_string()),
+            value_regex: s.value_regex.as_ref().map(|r| r.as_str().to_string()),
+            max_versions: s.max_versions,
+            row_limit: s.row_limit,
+            row_offset: s.row_offset,
+            cell_limit: s.cell_limit,
+            cell_offset: s.cell_offset,
+            cell_limit_per_family: s.cell_limit_per_family,
+            keys_only: s.keys_only,
+            return_deletes: s.return_deletes,
+            no_cache: s.no_cache,
+        }
+    }
+}
+
+impl TryFrom<WireScanSpec> for ScanSpec {
+    type Error = String;
+    fn try_from(s: WireScanSpec) -> Result<Self, String> {
+        let mut row_intervals = Vec::with_capacity(s.row_intervals.len());
+        for i in s.row_intervals {
+            row_intervals.push(RowInterval {
+                start: row_bound_from_wire(i.start)?,
+                end: row_bound_from_wire(i.end)?,
+            });
+        }
+        let mut cell_intervals = Vec::with_capacity(s.cell_intervals.len());
+        for i in s.cell_intervals {
+            cell_intervals.push(CellInterval {
+                start: cell_bound_from_wire(i.start)?,
+                end: cell_bound_from_wire(i.end)?,
+            });
+        }
+        let mut columns = Vec::with_capacity(s.columns.len());
+        for c in s.columns {
+            let qualifier = match c.match_kind {
+                0 => QualifierMatch::All,
+                1 => QualifierMatch::Exact(c.qualifier),
+                2 => QualifierMatch::Prefix(c.qualifier),
+                3 => {
+                    let pattern = String::from_utf8(c.qualifier)
+                        .map_err(|_| "a qualifier regex is not UTF-8".to_string())?;
+                    QualifierMatch::Regex(regex_from_wire(&pattern)?)
+                }
+                k => return Err(format!("unknown qualifier match kind {k}")),
+            };
+            columns.push(ColumnSelector {
+                family: family_from_wire(c.family)?,
+                qualifier,
+            });
+        }
+        Ok(ScanSpec {
+            row_intervals,
+            cell_intervals,
+            columns,
+            time_start: s.time_start.unwrap_or(i64::MIN),
+            time_end: s.time_end.unwrap_or(i64::MAX),
+            row_regex: s.row_regex.as_deref().map(regex_from_wire).transpose()?,
+            value_regex: s.value_regex.as_deref().map(regex_from_wire).transpose()?,
+            max_versions: s.max_versions,
+            row_limit: s.row_limit,
+            row_offset: s.row_offset,
+            cell_limit: s.cell_limit,
+            cell_offset: s.cell_offset,
+            cell_limit_per_family: s.cell_limit_per_family,
+            keys_only: s.keys_only,
+            return_deletes: s.return_deletes,
+            no_cache: s.no_cache,
+        })
+    }
+}

@@ -1,0 +1,293 @@
+//! The range server over `rpc`: [`RangeServerService`] serves one [`Engine`]'s ranges, and
+//! [`client::RangeServerClient`] calls it.
+//!
+//! Methods (payloads are the prost messages of [`messages`]; `docs/formats/rangeserver-rpc.md`):
+//! - `rs.create_table`, `rs.drop_table`, `rs.alter_table`, `rs.load_range`: from the master or a
+//!   fellow range server only (their certificates), never from clients;
+//! - `rs.update`: a batch of mutations, applied whole or not at all; a row not held here is
+//!   answered with `UpdateReply.not_here`;
+//! - `rs.scan` (server push): blocks of cells, bounded in cells and bytes, ending with the
+//!   stream (or with a block carrying `not_here`);
+//! - `rs.ranges`, `rs.status`.
+//!
+//! The engine is synchronous and its file system is reached through `block_on`, so every engine
+//! call that may touch files runs in `spawn_blocking`, never on a runtime worker.
+
+pub mod client;
+pub mod messages;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use common::{ErrorKind, Mutation, ScanSpec, TableSchema};
+use prost::Message as _;
+use rpc::{ClusterCredentials, PeerInfo, RpcError, Server, ServerOptions, StreamSink};
+use tokio::sync::Semaphore;
+
+use crate::engine::Engine;
+use crate::error::Error;
+use messages::*;
+
+/// The certificate name a range server presents (`ht init` issues it).
+pub const SERVER_NAME: &str = "rangeserver";
+/// The certificate of the master, which assigns ranges.
+pub const MASTER_NAME: &str = "master";
+
+/// Limits of a range server.
+#[derive(Debug, Clone)]
+pub struct RangeServerOptions {
+    /// The rpc server's limits; `max_message_bytes` also bounds an update batch.
+    pub rpc: ServerOptions,
+    /// Cells the engine's scanner hands over at once.
+    pub scan_block_cells: usize,
+    /// Bytes (about) of one pushed scan message; a single larger cell goes alone.
+    pub scan_block_bytes: usize,
+    /// Engine blocks queued between the scanner thread and the network: with the QUIC flow
+    /// control window, the bound on memory a slow reader can cause.
+    pub scan_queue_blocks: usize,
+    /// Scans running at once, over all connections: each holds a blocking thread while its
+    /// client reads, so more wait for a slot rather than exhaust the blocking pool.
+    pub max_concurrent_scans: usize,
+}
+
+impl Default for RangeServerOptions {
+    fn default() -> Self {
+        Self {
+            rpc: ServerOptions::default(),
+            scan_block_cells: 1024,
+            scan_block_bytes: 1 << 20,
+            scan_queue_blocks: 4,
+            max_concurrent_scans: 64,
+        }
+    }
+}
+
+/// Serves an engine's ranges.
+pub struct RangeServerService {
+    engine: Engine,
+    options: RangeServerOptions,
+    scans: Arc<Semaphore>,
+}
+
+impl RangeServerService {
+    pub fn new(engine: Engine, options: RangeServerOptions) -> Self {
+        let scans = Arc::new(Semaphore::new(options.max_concurrent_scans.max(1)));
+        Self {
+            engine,
+            options,
+            scans,
+        }
+    }
+
+    /// Binds `addr` and serves, presenting `credentials` (issued to [`SERVER_NAME`]).
+    pub fn bind(
+        self,
+        addr: SocketAddr,
+        credentials: &ClusterCredentials,
+    ) -> Result<Server, RpcError> {
+        let rpc = self.options.rpc.clone();
+        Server::bind_with(addr, credentials, self, rpc)
+    }
+
+    /// Runs an engine call off the runtime's workers.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Engine) -> crate::Result<T> + Send + 'static,
+    ) -> Result<crate::Result<T>, RpcError> {
+        let engine = self.engine.clone();
+        tokio::task::spawn_blocking(move || f(&engine))
+            .await
+            .map_err(|e| RpcError::service(ErrorKind::Internal, format!("engine task failed: {e}")))
+    }
+
+    async fn update(&self, req: UpdateRequest) -> Result<UpdateReply, RpcError> {
+        let table_id = req.table_id;
+        let mut mutations = Vec::with_capacity(req.mutations.len());
+        for m in req.mutations {
+            mutations.push(Mutation::try_from(m).map_err(invalid(method::UPDATE))?);
+        }
+        match self
+            .blocking(move |e| e.apply(table_id, &mutations))
+            .await?
+        {
+            Ok(()) => Ok(UpdateReply { not_here: None }),
+            Err(Error::NotHere { table_id, row }) => Ok(UpdateReply {
+                not_here: Some(NotHere { table_id, row }),
+            }),
+            Err(e) => Err(engine_error(method::UPDATE, e)),
+        }
+    }
+
+    async fn scan(&self, req: ScanRequest, sink: &mut StreamSink) -> Result<(), RpcError> {
+        let spec =
+            ScanSpec::try_from(req.spec.unwrap_or_default()).map_err(invalid(method::SCAN))?;
+        // Held until the scan ends (or its client goes away).
+        let _slot = self.scans.acquire().await.map_err(|_| {
+            RpcError::service(ErrorKind::Unavailable, "the range server is shutting down")
+        })?;
+        let mut rx = self.engine.scan_stream(
+            req.table_id,
+            spec,
+            self.options.scan_block_cells.max(1),
+            self.options.scan_queue_blocks.max(1),
+        );
+        // Dropping `rx` (on return, also when a send fails because the client went away) makes
+        // the scanner thread's next send fail, so it stops and drops its scanner.
+        while let Some(block) = rx.recv().await {
+            let cells = match block {
+                Ok(cells) => cells,
+                Err(Error::NotHere { table_id, row }) => {
+                    let last = ScanBlock {
+                        cells: Vec::new(),
+                        not_here: Some(NotHere { table_id, row }),
+                    };
+                    return sink.send(last.encode_to_vec().into()).await;
+                }
+                Err(e) => return Err(engine_error(method::SCAN, e)),
+            };
+            // Re-chunk by bytes: engine blocks are bounded in cells, messages must also be
+            // bounded in bytes (values may be large).
+            let mut out = ScanBlock::default();
+            let mut bytes = 0usize;
+            for c in cells {
+                let size = c.key.row.len() + c.key.qualifier.len() + c.value.len() + 32;
+                if !out.cells.is_empty() && bytes + size > self.options.scan_block_bytes {
+                    sink.send(std::mem::take(&mut out).encode_to_vec().into())
+                        .await?;
+                    bytes = 0;
+                }
+                bytes += size;
+                out.cells.push(c.into());
+            }
+            if !out.cells.is_empty() {
+                sink.send(out.encode_to_vec().into()).await?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// True for the callers that may change tables and ranges: the master and range servers.
+fn is_cluster_node(peer: &PeerInfo) -> bool {
+    peer.is_node(MASTER_NAME) || peer.is_node(SERVER_NAME)
+}
+
+fn invalid(method: &'static str) -> impl Fn(String) -> RpcError {
+    move |why| RpcError::service(ErrorKind::InvalidInput, format!("{method}: {why}"))
+}
+
+fn engine_error(method: &str, e: Error) -> RpcError {
+    RpcError::service(e.kind(), format!("{method}: {e}"))
+}
+
+fn decode<M: prost::Message + Default>(method: &str, payload: Bytes) -> Result<M, RpcError> {
+    M::decode(payload).map_err(|e| {
+        RpcError::service(
+            ErrorKind::InvalidInput,
+            format!("{method}: undecodable request: {e}"),
+        )
+    })
+}
+
+fn decode_schema(method: &'static str, payload: Bytes) -> Result<TableSchema, RpcError> {
+    let req: SchemaRequest = decode(method, payload)?;
+    TableSchema::from_json(&req.schema_json)
+        .map_err(|e| invalid(method)(format!("bad schema: {e}")))
+}
+
+fn unit() -> Bytes {
+    UnitReply {}.encode_to_vec().into()
+}
+
+#[async_trait]
+impl rpc::Service for RangeServerService {
+    async fn call(&self, peer: &PeerInfo, method: &str, payload: Bytes) -> Result<Bytes, RpcError> {
+        let admin = matches!(
+            method,
+            method::CREATE_TABLE | method::DROP_TABLE | method::ALTER_TABLE | method::LOAD_RANGE
+        );
+        if admin && !is_cluster_node(peer) {
+            return Err(RpcError::service(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{method} from {}: only the master or a range server may call it",
+                    peer.addr
+                ),
+            ));
+        }
+        let done = |method: &str, r: crate::Result<()>| {
+            r.map(|()| unit()).map_err(|e| engine_error(method, e))
+        };
+        match method {
+            method::CREATE_TABLE => {
+                let schema = decode_schema(method::CREATE_TABLE, payload)?;
+                let r = self.blocking(move |e| e.register_table(schema)).await?;
+                done(method, r)
+            }
+            method::ALTER_TABLE => {
+                let schema = decode_schema(method::ALTER_TABLE, payload)?;
+                let r = self.blocking(move |e| e.alter_table(schema)).await?;
+                done(method, r)
+            }
+            method::DROP_TABLE => {
+                let req: TableRequest = decode(method, payload)?;
+                let r = self.blocking(move |e| e.drop_table(req.table_id)).await?;
+                done(method, r)
+            }
+            method::LOAD_RANGE => {
+                let req: LoadRangeRequest = decode(method, payload)?;
+                let (start, end) = (
+                    row_or_unbounded(req.start_row),
+                    row_or_unbounded(req.end_row),
+                );
+                let range_id = self
+                    .blocking(move |e| e.create_range(req.table_id, start, end))
+                    .await?
+                    .map_err(|e| engine_error(method::LOAD_RANGE, e))?;
+                Ok(LoadRangeReply { range_id }.encode_to_vec().into())
+            }
+            method::UPDATE => {
+                let req: UpdateRequest = decode(method, payload)?;
+                Ok(self.update(req).await?.encode_to_vec().into())
+            }
+            method::RANGES => {
+                let req: TableRequest = decode(method, payload)?;
+                // Only in-memory state: no need to leave the runtime.
+                let ranges = self.engine.ranges(req.table_id);
+                let reply = RangesReply {
+                    ranges: ranges.iter().map(WireRange::from).collect(),
+                };
+                Ok(reply.encode_to_vec().into())
+            }
+            method::STATUS => {
+                let stats = self.engine.stats();
+                Ok(StatusReply::from(&stats).encode_to_vec().into())
+            }
+            other => Err(RpcError::service(
+                ErrorKind::NotFound,
+                format!("the range server has no method {other:?}"),
+            )),
+        }
+    }
+
+    async fn call_stream(
+        &self,
+        _peer: &PeerInfo,
+        method: &str,
+        payload: Bytes,
+        sink: &mut StreamSink,
+    ) -> Result<(), RpcError> {
+        match method {
+            method::SCAN => {
+                let req: ScanRequest = decode(method, payload)?;
+                self.scan(req, sink).await
+            }
+            other => Err(RpcError::service(
+                ErrorKind::NotFound,
+                format!("the range server has no streaming method {other:?}"),
+            )),
+        }
+    }
+}
