@@ -1353,7 +1353,6 @@ fn varint_len(mut v: u64) -> usize {
     n
 }
 
-/// Longest row key or qualifier accepted.
 /// The row intervals a scan may touch: its row intervals, the rows of its cell intervals, or
 /// every row when it names neither.
 fn scanned_rows(spec: &ScanSpec) -> Vec<RowInterval> {
@@ -1407,6 +1406,7 @@ fn check_covered(map: &RangeMap, table: u32, interval: &RowInterval) -> Result<(
     }
 }
 
+/// Longest row key or qualifier accepted.
 pub const MAX_ROW_OR_QUALIFIER_BYTES: usize = 64 << 10;
 /// Largest value accepted.
 pub const MAX_VALUE_BYTES: usize = 16 << 20;
