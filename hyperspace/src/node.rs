@@ -230,16 +230,12 @@ impl Node {
 
     /// Proposes a write command and waits until it is committed and applied.
     pub async fn propose(&self, cmd: Command) -> Result<Response, NodeError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Input::Propose(cmd, reply)).await?;
-        rx.await.map_err(|_| NodeError::Stopped)?
+        self.request(|reply| Input::Propose(cmd, reply)).await
     }
 
     /// Answers a read-only command linearizably (after a read index).
     pub async fn read(&self, cmd: Command) -> Result<Response, NodeError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Input::Read(cmd, reply)).await?;
-        rx.await.map_err(|_| NodeError::Stopped)?
+        self.request(|reply| Input::Read(cmd, reply)).await
     }
 
     /// Renews `session`'s lease (leader only, after confirming leadership) and returns its
@@ -250,15 +246,13 @@ impl Node {
         seen: u64,
         max_events: usize,
     ) -> Result<KeepAlive, NodeError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Input::KeepAlive {
+        self.request(|reply| Input::KeepAlive {
             session,
             seen,
             max_events,
             reply,
         })
-        .await?;
-        rx.await.map_err(|_| NodeError::Stopped)?
+        .await
     }
 
     /// Raft messages from a peer, with its id and address when it said them.
@@ -273,29 +267,23 @@ impl Node {
     /// Adds a replica (`add`) or removes one, through a Raft configuration change; returns when
     /// the change is applied.
     pub async fn change_member(&self, add: bool, id: u64, addr: String) -> Result<(), NodeError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Input::Member {
+        self.request(|reply| Input::Member {
             add,
             id,
             addr,
             reply,
         })
-        .await?;
-        rx.await.map_err(|_| NodeError::Stopped)?
+        .await
     }
 
     pub async fn status(&self) -> Result<NodeStatus, NodeError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Input::Status(reply)).await?;
-        rx.await.map_err(|_| NodeError::Stopped)
+        self.ask(Input::Status).await
     }
 
     /// The highest event seq queued for `session` in this replica's state, without a read
     /// index: only a hint for whether a keep-alive has something to deliver.
     pub async fn peek_events(&self, session: u64) -> Result<u64, NodeError> {
-        let (reply, rx) = oneshot::channel();
-        self.send(Input::PeekEvents(session, reply)).await?;
-        rx.await.map_err(|_| NodeError::Stopped)
+        self.ask(|reply| Input::PeekEvents(session, reply)).await
     }
 
     /// Waits until the applied index changes from `seen` (or `timeout` passes); returns the
@@ -325,6 +313,18 @@ impl Node {
         if self.tx.send(Input::Stop(reply)).await.is_ok() {
             let _ = rx.await;
         }
+    }
+
+    /// Sends an input carrying a reply channel and waits for the answer.
+    async fn ask<T>(&self, make: impl FnOnce(oneshot::Sender<T>) -> Input) -> Result<T, NodeError> {
+        let (reply, rx) = oneshot::channel();
+        self.send(make(reply)).await?;
+        rx.await.map_err(|_| NodeError::Stopped)
+    }
+
+    /// As [`Node::ask`], for inputs answered with a `Result`.
+    async fn request<T>(&self, make: impl FnOnce(Reply<T>) -> Input) -> Result<T, NodeError> {
+        self.ask(make).await?
     }
 
     async fn send(&self, input: Input) -> Result<(), NodeError> {
@@ -845,7 +845,7 @@ impl Driver {
             commit: st.hs.commit,
             applied: self.applied,
             last_index: self.raw.raft.raft_log.last_index(),
-            snapshot_index: self.storage.snapshot_now().get_metadata().index,
+            snapshot_index: self.storage.snapshot_index(),
             // The configuration's voters (the address book may know more).
             members: {
                 let voters = self.raw.raft.prs().conf().voters().ids();
@@ -855,7 +855,7 @@ impl Driver {
                     .map(|(id, a)| (*id, a.clone()))
                     .collect()
             },
-            sessions: self.state.sessions().len() as u64,
+            sessions: self.state.session_count() as u64,
             snapshots_installed: self.snapshots_installed,
         }
     }
@@ -864,38 +864,14 @@ impl Driver {
         let now = Instant::now();
         // Requests that will not be answered in time (lost leadership, no quorum).
         let timeout = self.config.request_timeout;
-        let expired: Vec<u64> = self
-            .proposals
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(n, _)| *n)
-            .collect();
-        for n in expired {
-            if let Some(p) = self.proposals.remove(&n) {
-                let _ = p.reply.send(Err(NodeError::Timeout(timeout)));
-            }
+        for (_, p) in self.proposals.extract_if(|_, p| p.deadline <= now) {
+            let _ = p.reply.send(Err(NodeError::Timeout(timeout)));
         }
-        let expired: Vec<u64> = self
-            .member_changes
-            .iter()
-            .filter(|(_, p)| p.deadline <= now)
-            .map(|(n, _)| *n)
-            .collect();
-        for n in expired {
-            if let Some(p) = self.member_changes.remove(&n) {
-                let _ = p.reply.send(Err(NodeError::Timeout(timeout * 4)));
-            }
+        for (_, p) in self.member_changes.extract_if(|_, p| p.deadline <= now) {
+            let _ = p.reply.send(Err(NodeError::Timeout(timeout * 4)));
         }
-        let expired: Vec<u64> = self
-            .reads
-            .iter()
-            .filter(|(_, (_, d))| *d <= now)
-            .map(|(n, _)| *n)
-            .collect();
-        for n in expired {
-            if let Some((kind, _)) = self.reads.remove(&n) {
-                fail_read(kind, NodeError::Timeout(timeout));
-            }
+        for (_, (kind, _)) in self.reads.extract_if(|_, (_, d)| *d <= now) {
+            fail_read(kind, NodeError::Timeout(timeout));
         }
         let reads = &self.reads;
         self.deferred_reads.retain(|n| reads.contains_key(n));
@@ -1243,12 +1219,7 @@ impl Driver {
         seen: u64,
         max_events: usize,
     ) -> Result<KeepAlive, NodeError> {
-        let Some((_, lease_ms)) = self
-            .state
-            .sessions()
-            .into_iter()
-            .find(|(s, _)| *s == session)
-        else {
+        let Some(lease_ms) = self.state.session_lease_ms(session) else {
             return Ok(KeepAlive {
                 events: Vec::new(),
                 lost: false,
@@ -1293,7 +1264,7 @@ impl Driver {
     }
 
     fn maybe_compact(&mut self) -> Result<(), NodeError> {
-        let snap_index = self.storage.snapshot_now().get_metadata().index;
+        let snap_index = self.storage.snapshot_index();
         let forced = std::mem::take(&mut self.compact_now) && self.applied > snap_index;
         if !forced && self.applied < snap_index + self.config.snapshot_entries {
             return Ok(());

@@ -57,6 +57,17 @@ pub struct CallReply {
     pub leader_addr: String,
 }
 
+impl CallReply {
+    /// A request refused as invalid, before it reached the log.
+    fn invalid(message: impl Into<String>) -> Self {
+        CallReply {
+            response: Some(Response::err(ErrorCode::InvalidArgument, message)),
+            leader_id: 0,
+            leader_addr: String::new(),
+        }
+    }
+}
+
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct KeepAliveRequest {
     #[prost(uint64, tag = "1")]
@@ -182,29 +193,18 @@ impl HyperspaceService {
     async fn call_command(&self, cmd: Command) -> Result<CallReply, RpcError> {
         // Only the leader itself expires sessions and acknowledges events.
         if let Some(op @ (Op::ExpireSession(_) | Op::AckEvents(_))) = &cmd.op {
-            return Ok(CallReply {
-                response: Some(Response::err(
-                    ErrorCode::InvalidArgument,
-                    format!("{} is not a client operation", op.name()),
-                )),
-                leader_id: 0,
-                leader_addr: String::new(),
-            });
+            return Ok(CallReply::invalid(format!(
+                "{} is not a client operation",
+                op.name()
+            )));
         }
         if let Some(Op::CreateSession(cs)) = &cmd.op
             && !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&cs.lease_ms)
         {
-            return Ok(CallReply {
-                response: Some(Response::err(
-                    ErrorCode::InvalidArgument,
-                    format!(
-                        "a session lease of {} ms is outside {MIN_LEASE_MS}..={MAX_LEASE_MS} ms",
-                        cs.lease_ms
-                    ),
-                )),
-                leader_id: 0,
-                leader_addr: String::new(),
-            });
+            return Ok(CallReply::invalid(format!(
+                "a session lease of {} ms is outside {MIN_LEASE_MS}..={MAX_LEASE_MS} ms",
+                cs.lease_ms
+            )));
         }
         let is_write = cmd.op.as_ref().is_some_and(|op| op.is_write());
         let result = if is_write {
@@ -229,11 +229,7 @@ impl HyperspaceService {
                     leader_addr,
                 })
             }
-            Err(NodeError::Invalid(message)) => Ok(CallReply {
-                response: Some(Response::err(ErrorCode::InvalidArgument, message)),
-                leader_id: 0,
-                leader_addr: String::new(),
-            }),
+            Err(NodeError::Invalid(message)) => Ok(CallReply::invalid(message)),
             Err(e) => Err(unavailable(e)),
         }
     }

@@ -383,6 +383,16 @@ impl StateMachine {
         self.sessions.contains_key(&session)
     }
 
+    /// The lease a live session asked for.
+    pub fn session_lease_ms(&self, session: u64) -> Option<u64> {
+        self.sessions.get(&session).map(|s| s.lease_ms)
+    }
+
+    /// How many sessions are live.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
     /// `(id, lease_ms)` of every live session, sorted by id.
     pub fn sessions(&self) -> Vec<(u64, u64)> {
         self.sessions

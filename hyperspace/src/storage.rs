@@ -588,6 +588,11 @@ impl DiskStorage {
         self.rl().snapshot.clone()
     }
 
+    /// The index of the latest snapshot (0 if none), without copying its data.
+    pub fn snapshot_index(&self) -> u64 {
+        self.rl().snapshot.get_metadata().index
+    }
+
     /// Bytes of log segments currently on disk.
     pub fn log_bytes(&self) -> u64 {
         self.rl().segments.iter().map(|s| s.bytes).sum()
