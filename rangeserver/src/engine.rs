@@ -162,7 +162,7 @@ pub(crate) struct TableInfo {
 }
 
 impl TableInfo {
-    fn new(schema: TableSchema) -> Self {
+    pub(crate) fn new(schema: TableSchema) -> Self {
         Self {
             group_of: schema.group_index_by_family(),
             default_rules: Arc::new(family_rules(&schema, &ScanSpec::default())),
@@ -213,6 +213,9 @@ pub(crate) struct Inner {
     /// Cell stores replaced by compactions, deleted once nothing uses them.
     pub gc_pending: Mutex<Vec<Arc<CellStore>>>,
     pub next_range_id: AtomicU64,
+    /// Ranges taken out of the range map by `unload_range` whose caches are still being written
+    /// out: the commit-log purge point must stay below their cells.
+    pub unloading: Mutex<Vec<Arc<Range>>>,
 }
 
 impl Inner {
@@ -230,7 +233,7 @@ impl Inner {
         *self.last_revision.lock()
     }
 
-    fn observe_revision(&self, rev: i64) {
+    pub(crate) fn observe_revision(&self, rev: i64) {
         let mut last = self.last_revision.lock();
         *last = (*last).max(rev);
     }
@@ -245,6 +248,20 @@ impl Inner {
 
     pub fn tables_dir(&self) -> String {
         join(&self.root, "tables")
+    }
+
+    /// True if `path` lies under this engine's root.
+    pub fn is_own(&self, path: &str) -> bool {
+        let root = self.root.trim_end_matches('/');
+        path.strip_prefix(root)
+            .is_some_and(|rest| rest.starts_with('/'))
+    }
+
+    /// True if this engine may delete the cell store at `path`: it lies under its own root (a
+    /// store adopted from another server, or shared with one after a split, is that server's)
+    /// and was not handed to another engine with an unloaded range.
+    pub fn may_delete(&self, path: &str) -> bool {
+        self.is_own(path) && !self.meta.lock().state().is_exported(path)
     }
 
     /// The directory of a group's cell stores in a range.
@@ -269,6 +286,26 @@ impl Inner {
             .range((table, RangeEnd::Row(Vec::new()))..=(table, RangeEnd::Max))
             .map(|(_, r)| r.clone())
             .collect()
+    }
+
+    /// A held range of `table` that overlaps `[start_row, end_row)`, if any.
+    pub fn overlapping(
+        &self,
+        table: u32,
+        start_row: &Option<Vec<u8>>,
+        end_row: &Option<Vec<u8>>,
+    ) -> Option<Arc<Range>> {
+        self.table_ranges(table).into_iter().find(|r| {
+            let starts_before_end = match (start_row, &r.end_row) {
+                (Some(s), Some(e)) => s < e,
+                _ => true,
+            };
+            let ends_after_start = match (end_row, &r.start_row) {
+                (Some(e), Some(s)) => e > s,
+                _ => true,
+            };
+            starts_before_end && ends_after_start
+        })
     }
 
     pub fn open_store(&self, path: &str) -> Result<Arc<CellStore>> {
@@ -437,6 +474,7 @@ impl Engine {
             maint: maintenance::Queue::new(opts.maintenance_queue_limit),
             gc_pending: Mutex::new(Vec::new()),
             next_range_id: AtomicU64::new(state.next_range_id.max(1)),
+            unloading: Mutex::new(Vec::new()),
             opts,
         });
         // Tables and ranges.
@@ -550,6 +588,8 @@ impl Engine {
             return Ok(());
         }
         let tables = self.inner.tables.read();
+        // Files handed to other engines with unloaded ranges stay until the table is dropped.
+        let exported = self.inner.meta.lock().state().exported.clone();
         for t in fs.readdir(&tdir)? {
             let tpath = join(&tdir, &t.name);
             let known = t
@@ -568,7 +608,7 @@ impl Engine {
                     let mut left = 0;
                     for f in fs.readdir(&rpath)? {
                         let p = join(&rpath, &f.name);
-                        if f.is_dir || referenced.contains_key(&p) {
+                        if f.is_dir || referenced.contains_key(&p) || exported.contains_key(&p) {
                             left += 1;
                         } else {
                             tracing::info!(file = p, "removing orphaned cell store");
@@ -584,7 +624,7 @@ impl Engine {
         Ok(())
     }
 
-    fn check_open(&self) -> Result<()> {
+    pub(crate) fn check_open(&self) -> Result<()> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
@@ -621,18 +661,7 @@ impl Engine {
             ));
         }
         let _gate = inner.gate.write();
-        let overlaps = inner.table_ranges(table_id).iter().any(|r| {
-            let starts_before_end = match (&start_row, &r.end_row) {
-                (Some(s), Some(e)) => s < e,
-                _ => true,
-            };
-            let ends_after_start = match (&end_row, &r.start_row) {
-                (Some(e), Some(s)) => e > s,
-                _ => true,
-            };
-            starts_before_end && ends_after_start
-        });
-        if overlaps {
+        if inner.overlapping(table_id, &start_row, &end_row).is_some() {
             return Err(Error::InvalidInput(format!(
                 "the new range overlaps a range of table {table_id} held here"
             )));
@@ -1221,16 +1250,15 @@ impl Engine {
         self.inner
             .table_ranges(table_id)
             .iter()
-            .map(|r| RangeInfo {
-                id: r.id,
-                table_id: r.table_id,
-                start_row: r.start_row.clone(),
-                end_row: r.end_row.clone(),
-                size_bytes: r.size_bytes(),
-                stores: r.groups.iter().map(|g| g.state().stores.len()).sum(),
-                cache_bytes: r.groups.iter().map(|g| g.state().cache_bytes()).sum(),
-            })
+            .map(|r| range_info(r))
             .collect()
+    }
+
+    /// The ranges of every table, by table and end row (the master polls this to learn about
+    /// splits the engine made on its own).
+    pub fn all_ranges(&self) -> Vec<RangeInfo> {
+        let ranges: Vec<Arc<Range>> = self.inner.ranges.read().values().cloned().collect();
+        ranges.iter().map(|r| range_info(r)).collect()
     }
 
     /// Waits until no maintenance task is queued or running.
@@ -1292,6 +1320,18 @@ impl Engine {
         self.inner.log.close()?;
         self.inner.meta.lock().close()?;
         Ok(())
+    }
+}
+
+fn range_info(r: &Range) -> RangeInfo {
+    RangeInfo {
+        id: r.id,
+        table_id: r.table_id,
+        start_row: r.start_row.clone(),
+        end_row: r.end_row.clone(),
+        size_bytes: r.size_bytes(),
+        stores: r.groups.iter().map(|g| g.state().stores.len()).sum(),
+        cache_bytes: r.groups.iter().map(|g| g.state().cache_bytes()).sum(),
     }
 }
 

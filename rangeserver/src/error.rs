@@ -42,6 +42,15 @@ pub enum Error {
         String::from_utf8_lossy(row)
     )]
     NotHere { table_id: u32, row: Vec<u8> },
+    /// No range of the table with that end row is held here (`unload_range`).
+    #[error(
+        "table {table_id} has no range ending at {} here",
+        end_row.as_deref().map_or("the unbounded end".to_string(), |e| format!("{:?}", String::from_utf8_lossy(e)))
+    )]
+    NoSuchRange {
+        table_id: u32,
+        end_row: Option<Vec<u8>>,
+    },
     #[error("the engine is closed")]
     Closed,
     #[error("{0}")]
@@ -59,7 +68,9 @@ impl Error {
             Self::Key(_) | Self::Schema(_) | Self::InvalidInput(_) => ErrorKind::InvalidInput,
             // The range is not found here; callers that route (the range server client) match
             // the variant itself, which stays distinct on the wire.
-            Self::NoSuchTable(_) | Self::NotHere { .. } => ErrorKind::NotFound,
+            Self::NoSuchTable(_) | Self::NotHere { .. } | Self::NoSuchRange { .. } => {
+                ErrorKind::NotFound
+            }
             Self::TableExists(_) => ErrorKind::AlreadyExists,
             Self::Closed => ErrorKind::Unavailable,
             Self::Internal(_) => ErrorKind::Internal,

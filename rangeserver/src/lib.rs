@@ -15,6 +15,7 @@ pub mod iter;
 pub(crate) mod maintenance;
 pub mod merge;
 pub mod meta;
+mod moves;
 pub mod range;
 pub mod scan;
 pub mod server;

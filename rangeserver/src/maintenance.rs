@@ -206,7 +206,8 @@ pub fn queue_flush(inner: &Inner, range: &Arc<Range>, group: usize) {
 /// nothing newer can be removed.
 pub fn purge_point(inner: &Inner) -> i64 {
     let mut oldest_unflushed = i64::MAX;
-    for r in inner.ranges.read().values() {
+    let unloading = inner.unloading.lock().clone();
+    for r in inner.ranges.read().values().chain(unloading.iter()) {
         for g in &r.groups {
             let st = g.state();
             for c in std::iter::once(&st.active).chain(st.frozen.iter()) {
@@ -310,6 +311,19 @@ fn write_store(
     next_store: u64,
     src: &mut dyn CellIter,
 ) -> Result<(Option<Arc<CellStore>>, u64)> {
+    let opts = store_options(inner, range, gi)?;
+    write_store_with(inner, range, gi, next_store, opts, src)
+}
+
+/// [`write_store`] with the cell-store options given (for ranges of a table not registered yet).
+pub(crate) fn write_store_with(
+    inner: &Inner,
+    range: &Range,
+    gi: usize,
+    next_store: u64,
+    opts: CellStoreOptions,
+    src: &mut dyn CellIter,
+) -> Result<(Option<Arc<CellStore>>, u64)> {
     let g = &range.groups[gi];
     let dir = inner.store_dir(range.table_id, &g.name, range.id);
     // A file with the next number may be left by an attempt whose meta-log write failed after
@@ -321,7 +335,7 @@ fn write_store(
     }
     let path = format!("{dir}/cs{number}");
     let written = (|| -> Result<u64> {
-        let mut w = CellStoreWriter::create(&inner.fs, &path, store_options(inner, range, gi)?)?;
+        let mut w = CellStoreWriter::create(&inner.fs, &path, opts)?;
         src.seek(b"")?;
         while src.valid() {
             w.add(src.key(), src.value())?;
@@ -388,7 +402,12 @@ fn retire_stores(inner: &Inner, old: &[Arc<CellStore>], new: &[Arc<CellStore>]) 
     }
 }
 
-fn compact_locked(inner: &Inner, range: &Range, gi: usize, kind: CompactionKind) -> Result<()> {
+pub(crate) fn compact_locked(
+    inner: &Inner,
+    range: &Range,
+    gi: usize,
+    kind: CompactionKind,
+) -> Result<()> {
     let g = &range.groups[gi];
     let bounds = range.key_bounds();
     match kind {
@@ -641,6 +660,11 @@ pub fn collect_garbage(inner: &Inner) -> Result<()> {
     let mut keep = Vec::new();
     for s in pending.drain(..) {
         if referenced.contains(s.path()) {
+            continue;
+        }
+        // Another server's file (adopted, or shared after a split), or one handed to another
+        // engine with an unloaded range: never deleted here.
+        if !inner.may_delete(s.path()) {
             continue;
         }
         if Arc::strong_count(&s) > 1 {

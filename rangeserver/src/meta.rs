@@ -6,7 +6,7 @@
 //! a snapshot into the next numbered file, which counts only once its closing `SnapshotEnd`
 //! record is on disk; older files are removed after that.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use common::TableSchema;
 use dfs_broker::{AppendFlag, BlockingFs, BlockingWriter, join};
@@ -62,6 +62,15 @@ pub enum MetaOp {
     /// (namespace names, id counters).
     PutAttr(String, String),
     DeleteAttr(String),
+    /// Cell-store files handed to another engine with an unloaded range (`Engine::unload_range`):
+    /// this engine must never delete them, also after a restart, until the table is dropped.
+    ExportStores {
+        table_id: u32,
+        stores: Vec<String>,
+    },
+    /// Table ids dropped here (in snapshots): such an id is never registered again, since the
+    /// commit log may still hold the dropped table's cells.
+    DroppedTables(Vec<u32>),
 }
 
 /// The state the meta log describes.
@@ -73,9 +82,18 @@ pub struct MetaState {
     /// The highest table id ever created (0 if none).
     pub max_table_id: u32,
     pub attrs: BTreeMap<String, String>,
+    /// Exported cell-store paths (never deleted by this engine) and the table each belongs to.
+    pub exported: BTreeMap<String, u32>,
+    /// Tables dropped here; their ids are never registered again.
+    pub dropped_tables: BTreeSet<u32>,
 }
 
 impl MetaState {
+    /// True if `path` was handed to another engine and must not be deleted here.
+    pub fn is_exported(&self, path: &str) -> bool {
+        self.exported.contains_key(path)
+    }
+
     fn apply(&mut self, op: &MetaOp) {
         match op {
             MetaOp::PutTable(s) => {
@@ -86,6 +104,9 @@ impl MetaState {
             MetaOp::DropTable(id) => {
                 self.tables.remove(id);
                 self.ranges.retain(|_, r| r.table_id != *id);
+                // Every server drops the table: its exported files may go now.
+                self.exported.retain(|_, t| t != id);
+                self.dropped_tables.insert(*id);
             }
             MetaOp::PutRange(r) => {
                 self.next_range_id = self.next_range_id.max(r.id + 1);
@@ -102,6 +123,12 @@ impl MetaState {
             MetaOp::DeleteAttr(k) => {
                 self.attrs.remove(k);
             }
+            MetaOp::ExportStores { table_id, stores } => {
+                for p in stores {
+                    self.exported.insert(p.clone(), *table_id);
+                }
+            }
+            MetaOp::DroppedTables(ids) => self.dropped_tables.extend(ids.iter().copied()),
         }
     }
 
@@ -120,6 +147,20 @@ impl MetaState {
                 .iter()
                 .map(|(k, v)| MetaOp::PutAttr(k.clone(), v.clone())),
         );
+        let mut by_table: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        for (p, t) in &self.exported {
+            by_table.entry(*t).or_default().push(p.clone());
+        }
+        ops.extend(
+            by_table
+                .into_iter()
+                .map(|(table_id, stores)| MetaOp::ExportStores { table_id, stores }),
+        );
+        if !self.dropped_tables.is_empty() {
+            ops.push(MetaOp::DroppedTables(
+                self.dropped_tables.iter().copied().collect(),
+            ));
+        }
         ops
     }
 }
@@ -238,43 +279,73 @@ fn read_file(fs: &BlockingFs, path: &str) -> Result<(Vec<Vec<MetaOp>>, bool)> {
     Ok((records, snapshot_end))
 }
 
-impl MetaLog {
-    /// Opens the meta log in `dir`, creating it if absent, and returns it with the state it holds.
-    pub fn open(fs: BlockingFs, dir: &str) -> Result<Self> {
-        fs.mkdirs(dir)?;
-        let mut numbers: Vec<u64> = fs
-            .readdir(dir)?
-            .into_iter()
-            .filter(|e| !e.is_dir)
-            .filter_map(|e| e.name.strip_prefix("meta.").and_then(|n| n.parse().ok()))
-            .collect();
-        numbers.sort_unstable();
-        let mut chosen: Option<(u64, Vec<Vec<MetaOp>>)> = None;
-        for &n in numbers.iter().rev() {
-            let path = join(dir, &format!("meta.{n}"));
-            match read_file(&fs, &path) {
-                Ok((records, complete)) if complete || n == 0 => {
-                    chosen = Some((n, records));
-                    break;
-                }
-                Ok(_) => tracing::warn!(file = path, "meta log: incomplete snapshot ignored"),
-                Err(e) if n > 0 => {
-                    tracing::warn!(file = path, error = %e, "meta log: unreadable snapshot ignored")
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        let mut state = MetaState::default();
-        let (number, records) = match chosen {
-            Some((n, recs)) => {
-                for ops in &recs {
+/// The numbers of the meta-log files in `dir`, ascending.
+fn file_numbers(fs: &BlockingFs, dir: &str) -> Result<Vec<u64>> {
+    let mut numbers: Vec<u64> = fs
+        .readdir(dir)?
+        .into_iter()
+        .filter(|e| !e.is_dir)
+        .filter_map(|e| e.name.strip_prefix("meta.").and_then(|n| n.parse().ok()))
+        .collect();
+    numbers.sort_unstable();
+    Ok(numbers)
+}
+
+/// Reads the state of the meta log in `dir` without changing anything: the highest file that
+/// is complete (ends a snapshot, or is file 0). Returns its number, the state and its number of
+/// records; `None` if `dir` holds no meta-log file.
+fn load(fs: &BlockingFs, dir: &str) -> Result<Option<(u64, MetaState, u64)>> {
+    for &n in file_numbers(fs, dir)?.iter().rev() {
+        let path = join(dir, &format!("meta.{n}"));
+        match read_file(fs, &path) {
+            Ok((records, complete)) if complete || n == 0 => {
+                let mut state = MetaState::default();
+                for ops in &records {
                     for op in ops {
                         state.apply(op);
                     }
                 }
-                (n, recs.len() as u64)
+                return Ok(Some((n, state, records.len() as u64)));
             }
-            None => (0, 0),
+            Ok(_) => tracing::warn!(file = path, "meta log: incomplete snapshot ignored"),
+            Err(e) if n > 0 => {
+                tracing::warn!(file = path, error = %e, "meta log: unreadable snapshot ignored")
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(None)
+}
+
+/// Reads another engine's meta log in `dir` (a dead server's `<root>/meta`) without writing,
+/// repairing, locking or removing anything: the state its owner would open with. A torn last
+/// record is ignored as at open. A directory without meta-log files is an error.
+pub fn read_state(fs: &BlockingFs, dir: &str) -> Result<MetaState> {
+    // The owner may be rewriting a snapshot and removing older files meanwhile (if it still
+    // runs): a file that vanished between listing and reading means "list again".
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match load(fs, dir) {
+            Ok(Some((_, state, _))) => return Ok(state),
+            Ok(None) => {
+                return Err(Error::InvalidInput(format!(
+                    "{dir}: no meta log (no meta.<N> file) to read"
+                )));
+            }
+            Err(Error::Fs(e)) if e.is_not_found() && attempts < 3 => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl MetaLog {
+    /// Opens the meta log in `dir`, creating it if absent, and returns it with the state it holds.
+    pub fn open(fs: BlockingFs, dir: &str) -> Result<Self> {
+        fs.mkdirs(dir)?;
+        let (number, state, records) = match load(&fs, dir)? {
+            Some((n, state, records)) => (n, state, records),
+            None => (0, MetaState::default(), 0),
         };
         // Rewrite into a fresh file: that drops any torn tail and leftover files.
         let mut log = Self {

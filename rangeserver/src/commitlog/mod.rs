@@ -267,6 +267,18 @@ impl CommitLog {
         replay_filtered(&self.fs, &self.shared.dir, |n| n < first_new, f)
     }
 
+    /// Reads every entry of the commit log in `dir` without opening it for appending: nothing
+    /// is written, created, repaired or removed (recovery reads a dead server's log with this
+    /// while that server's files must stay as they are). Same checksum and torn-tail rules as
+    /// replay at open ([`replay`]).
+    pub fn replay_dir(
+        fs: &BlockingFs,
+        dir: &str,
+        f: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<ReplayStats> {
+        replay(fs, dir, f)
+    }
+
     /// Flushes and syncs what is buffered and stops the writer thread. Further appends fail
     /// with [`Error::Closed`]. Returns the log's write failure, if it had one.
     pub fn close(&self) -> Result<()> {

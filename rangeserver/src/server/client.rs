@@ -16,6 +16,7 @@ use rpc::{Client, ClientOptions, ClusterCredentials, ResponseStream, RpcError};
 use super::SERVER_NAME;
 use super::messages::*;
 use crate::engine::{EngineStats, RangeInfo};
+use crate::meta::RangeRecord;
 
 /// What a range server call reports.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +59,8 @@ pub struct RangeServerClientOptions {
     /// Largest rpc message; must match the server's (an update batch must fit in one).
     pub max_message_bytes: usize,
     pub connect_timeout: Duration,
+    /// Deadline of `recover_ranges`, which reads a dead server's whole commit log.
+    pub recovery_timeout: Duration,
 }
 
 impl Default for RangeServerClientOptions {
@@ -67,6 +70,7 @@ impl Default for RangeServerClientOptions {
             scan_timeout: Duration::from_secs(3600),
             max_message_bytes: rpc::frame::DEFAULT_MAX_MESSAGE_BYTES,
             connect_timeout: Duration::from_secs(10),
+            recovery_timeout: Duration::from_secs(30 * 60),
         }
     }
 }
@@ -166,6 +170,86 @@ impl RangeServerClient {
         Ok(reply.range_id)
     }
 
+    /// Makes the server stop holding the range of `table_id` ending at `end_row` (`None`:
+    /// unbounded) and returns its record, for another server's [`Self::adopt_range`]. An
+    /// unknown range is an error of kind NotFound naming table and end row.
+    pub async fn unload_range(
+        &self,
+        table_id: u32,
+        end_row: Option<&[u8]>,
+    ) -> Result<RangeRecord, RsError> {
+        if end_row.is_some_and(<[u8]>::is_empty) {
+            return Err(RsError::InvalidInput(
+                "a range's end row must not be the empty row (use None for unbounded)".into(),
+            ));
+        }
+        let req = UnloadRangeRequest {
+            table_id,
+            end_row: end_row.map(<[u8]>::to_vec).unwrap_or_default(),
+        };
+        let reply: RangeRecordReply = self.call(method::UNLOAD_RANGE, &req).await?;
+        record_from_json(&reply.record_json).map_err(RsError::BadReply)
+    }
+
+    /// Makes the server hold the range a record describes (from [`Self::unload_range`] of
+    /// another server), registering the table from `schema` if it does not know it. Returns
+    /// the range's new id there.
+    pub async fn adopt_range(
+        &self,
+        schema: &TableSchema,
+        record: &RangeRecord,
+    ) -> Result<u64, RsError> {
+        let req = AdoptRangeRequest {
+            schema_json: schema.to_json(),
+            record_json: record_to_json(record),
+        };
+        let reply: LoadRangeReply = self.call(method::ADOPT_RANGE, &req).await?;
+        Ok(reply.range_id)
+    }
+
+    /// Makes the server recover a dead server's ranges (records from
+    /// [`crate::meta::read_state`] of `<dead_root>/meta`): it replays `<dead_root>/log` once and
+    /// serves the ranges. Returns their ids there, in the order of `items`. Repeating the call
+    /// with the same items is harmless. Deadline: `recovery_timeout`.
+    pub async fn recover_ranges(
+        &self,
+        dead_root: &str,
+        items: &[(TableSchema, RangeRecord)],
+    ) -> Result<Vec<u64>, RsError> {
+        let req = RecoverRangesRequest {
+            dead_root: dead_root.to_string(),
+            items: items
+                .iter()
+                .map(|(s, r)| AdoptRangeRequest {
+                    schema_json: s.to_json(),
+                    record_json: record_to_json(r),
+                })
+                .collect(),
+        };
+        let reply: RecoverRangesReply = self
+            .client
+            .call_message(method::RECOVER_RANGES, &req, self.options.recovery_timeout)
+            .await?;
+        if reply.range_ids.len() != items.len() {
+            return Err(RsError::BadReply(format!(
+                "{} range ids for {} recovered ranges",
+                reply.range_ids.len(),
+                items.len()
+            )));
+        }
+        Ok(reply.range_ids)
+    }
+
+    /// Splits the range of `table_id` holding `row` so that `row` starts the upper half.
+    pub async fn split(&self, table_id: u32, row: &[u8]) -> Result<(), RsError> {
+        let req = SplitRequest {
+            table_id,
+            row: row.to_vec(),
+        };
+        let _: UnitReply = self.call(method::SPLIT, &req).await?;
+        Ok(())
+    }
+
     /// Applies one batch, whole or not at all. A batch must fit in one message
     /// (`max_message_bytes`) and in the server's commit-log block; split larger ones.
     pub async fn update(&self, table_id: u32, mutations: &[Mutation]) -> Result<(), RsError> {
@@ -220,6 +304,11 @@ impl RangeServerClient {
             .call(method::RANGES, &TableRequest { table_id })
             .await?;
         Ok(reply.ranges.into_iter().map(RangeInfo::from).collect())
+    }
+
+    /// The ranges of every table the server holds (the master learns of splits from this).
+    pub async fn all_ranges(&self) -> Result<Vec<RangeInfo>, RsError> {
+        self.ranges(0).await
     }
 
     /// The server engine's counters.

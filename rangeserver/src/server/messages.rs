@@ -10,6 +10,7 @@ use common::scan_spec::{
 use common::{Cell, Mutation};
 
 use crate::engine::{EngineStats, RangeInfo};
+use crate::meta::RangeRecord;
 
 /// Method names; a change of meaning gets a new name.
 pub mod method {
@@ -22,6 +23,10 @@ pub mod method {
     pub const SCAN: &str = "rs.scan";
     pub const RANGES: &str = "rs.ranges";
     pub const STATUS: &str = "rs.status";
+    pub const UNLOAD_RANGE: &str = "rs.unload_range";
+    pub const ADOPT_RANGE: &str = "rs.adopt_range";
+    pub const RECOVER_RANGES: &str = "rs.recover_ranges";
+    pub const SPLIT: &str = "rs.split";
 }
 
 /// Largest regex program a scan may ask for (compiled size, bytes): a client cannot make the
@@ -62,6 +67,68 @@ pub struct LoadRangeRequest {
 pub struct LoadRangeReply {
     #[prost(uint64, tag = "1")]
     pub range_id: u64,
+}
+
+/// `rs.unload_range`: the range of `table_id` ending at `end_row` (empty: unbounded).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct UnloadRangeRequest {
+    #[prost(uint32, tag = "1")]
+    pub table_id: u32,
+    #[prost(bytes = "vec", tag = "2")]
+    pub end_row: Vec<u8>,
+}
+
+/// The answer to `rs.unload_range`: the range's `RangeRecord` as JSON (the meta log's form).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RangeRecordReply {
+    #[prost(string, tag = "1")]
+    pub record_json: String,
+}
+
+/// `rs.adopt_range`, and one item of `rs.recover_ranges`: a table schema
+/// (`TableSchema::to_json`) and a `RangeRecord` (JSON).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct AdoptRangeRequest {
+    #[prost(string, tag = "1")]
+    pub schema_json: String,
+    #[prost(string, tag = "2")]
+    pub record_json: String,
+}
+
+/// `rs.recover_ranges`: a dead server's root on the shared file system and the records of its
+/// ranges to recover here.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RecoverRangesRequest {
+    #[prost(string, tag = "1")]
+    pub dead_root: String,
+    #[prost(message, repeated, tag = "2")]
+    pub items: Vec<AdoptRangeRequest>,
+}
+
+/// The local range ids, in the order of the request's items.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RecoverRangesReply {
+    #[prost(uint64, repeated, tag = "1")]
+    pub range_ids: Vec<u64>,
+}
+
+/// `rs.split`: split the range of `table_id` holding `row` so that `row` starts the upper half.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SplitRequest {
+    #[prost(uint32, tag = "1")]
+    pub table_id: u32,
+    #[prost(bytes = "vec", tag = "2")]
+    pub row: Vec<u8>,
+}
+
+/// A range record as JSON.
+pub fn record_to_json(rec: &RangeRecord) -> String {
+    serde_json::to_string(rec).expect("a range record serializes")
+}
+
+/// A range record from JSON.
+pub fn record_from_json(json: &str) -> Result<RangeRecord, String> {
+    serde_json::from_str(json).map_err(|e| format!("bad range record: {e}"))
 }
 
 /// One cell to write.

@@ -2,13 +2,14 @@
 //! [`client::RangeServerClient`] calls it.
 //!
 //! Methods (payloads are the prost messages of [`messages`]; `docs/formats/rangeserver-rpc.md`):
-//! - `rs.create_table`, `rs.drop_table`, `rs.alter_table`, `rs.load_range`: from the master or a
-//!   fellow range server only (their certificates), never from clients;
+//! - `rs.create_table`, `rs.drop_table`, `rs.alter_table`, `rs.load_range`, `rs.unload_range`,
+//!   `rs.adopt_range`, `rs.recover_ranges`, `rs.split`: from the master or a fellow range server
+//!   only (their certificates), never from clients;
 //! - `rs.update`: a batch of mutations, applied whole or not at all; a row not held here is
 //!   answered with `UpdateReply.not_here`;
 //! - `rs.scan` (server push): blocks of cells, bounded in cells and bytes, ending with the
 //!   stream (or with a block carrying `not_here`);
-//! - `rs.ranges`, `rs.status`.
+//! - `rs.ranges` (`table_id` 0: every table), `rs.status`.
 //!
 //! The engine is synchronous and its file system is reached through `block_on`, so every engine
 //! call that may touch files runs in `spawn_blocking`, never on a runtime worker.
@@ -28,6 +29,7 @@ use tokio::sync::Semaphore;
 
 use crate::engine::Engine;
 use crate::error::Error;
+use crate::meta::RangeRecord;
 use messages::*;
 
 /// The certificate name a range server presents (`ht init` issues it).
@@ -197,6 +199,16 @@ fn decode_schema(method: &'static str, payload: Bytes) -> Result<TableSchema, Rp
         .map_err(|e| invalid(method)(format!("bad schema: {e}")))
 }
 
+fn decode_item(
+    method: &'static str,
+    item: &AdoptRangeRequest,
+) -> Result<(TableSchema, RangeRecord), RpcError> {
+    let schema = TableSchema::from_json(&item.schema_json)
+        .map_err(|e| invalid(method)(format!("bad schema: {e}")))?;
+    let rec = record_from_json(&item.record_json).map_err(invalid(method))?;
+    Ok((schema, rec))
+}
+
 fn unit() -> Bytes {
     UnitReply {}.encode_to_vec().into()
 }
@@ -206,7 +218,14 @@ impl rpc::Service for RangeServerService {
     async fn call(&self, peer: &PeerInfo, method: &str, payload: Bytes) -> Result<Bytes, RpcError> {
         let admin = matches!(
             method,
-            method::CREATE_TABLE | method::DROP_TABLE | method::ALTER_TABLE | method::LOAD_RANGE
+            method::CREATE_TABLE
+                | method::DROP_TABLE
+                | method::ALTER_TABLE
+                | method::LOAD_RANGE
+                | method::UNLOAD_RANGE
+                | method::ADOPT_RANGE
+                | method::RECOVER_RANGES
+                | method::SPLIT
         );
         if admin && !is_cluster_node(peer) {
             return Err(RpcError::service(
@@ -248,14 +267,60 @@ impl rpc::Service for RangeServerService {
                     .map_err(|e| engine_error(method::LOAD_RANGE, e))?;
                 Ok(LoadRangeReply { range_id }.encode_to_vec().into())
             }
+            method::UNLOAD_RANGE => {
+                let req: UnloadRangeRequest = decode(method, payload)?;
+                let end = row_or_unbounded(req.end_row);
+                let rec = self
+                    .blocking(move |e| e.unload_range(req.table_id, end.as_deref()))
+                    .await?
+                    .map_err(|e| engine_error(method::UNLOAD_RANGE, e))?;
+                let reply = RangeRecordReply {
+                    record_json: record_to_json(&rec),
+                };
+                Ok(reply.encode_to_vec().into())
+            }
+            method::ADOPT_RANGE => {
+                let req: AdoptRangeRequest = decode(method, payload)?;
+                let (schema, rec) = decode_item(method::ADOPT_RANGE, &req)?;
+                let range_id = self
+                    .blocking(move |e| e.load_range_record(&schema, &rec))
+                    .await?
+                    .map_err(|e| engine_error(method::ADOPT_RANGE, e))?;
+                Ok(LoadRangeReply { range_id }.encode_to_vec().into())
+            }
+            method::RECOVER_RANGES => {
+                let req: RecoverRangesRequest = decode(method, payload)?;
+                let mut items = Vec::with_capacity(req.items.len());
+                for item in &req.items {
+                    items.push(decode_item(method::RECOVER_RANGES, item)?);
+                }
+                let dead_root = req.dead_root;
+                let range_ids = self
+                    .blocking(move |e| e.recover_ranges(&dead_root, &items))
+                    .await?
+                    .map_err(|e| engine_error(method::RECOVER_RANGES, e))?;
+                Ok(RecoverRangesReply { range_ids }.encode_to_vec().into())
+            }
+            method::SPLIT => {
+                let req: SplitRequest = decode(method, payload)?;
+                let r = self
+                    .blocking(move |e| e.split(req.table_id, &req.row))
+                    .await?;
+                done(method, r)
+            }
             method::UPDATE => {
                 let req: UpdateRequest = decode(method, payload)?;
                 Ok(self.update(req).await?.encode_to_vec().into())
             }
             method::RANGES => {
                 let req: TableRequest = decode(method, payload)?;
-                // Only in-memory state: no need to leave the runtime.
-                let ranges = self.engine.ranges(req.table_id);
+                // Only in-memory state: no need to leave the runtime. Table ids start at 1, so
+                // 0 asks for every table.
+                let ranges = if req.table_id == 0 {
+                    self.engine.all_ranges()
+                } else {
+                    self.engine.ranges(req.table_id)
+                };
                 let reply = RangesReply {
                     ranges: ranges.iter().map(WireRange::from).collect(),
                 };
