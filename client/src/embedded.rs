@@ -462,6 +462,12 @@ impl Client for EmbeddedClient {
         ])
     }
 
+    fn balance(&self) -> Result<()> {
+        Err(ClientError::InvalidInput(
+            "BALANCE is not supported: the embedded database has one range server".into(),
+        ))
+    }
+
     fn close(&self) -> Result<()> {
         Ok(self.engine.close()?)
     }

@@ -6,6 +6,7 @@
 //! the table name). Callers resolve relative names against their current namespace first.
 //! Calls are blocking: make them from plain threads, not from inside an async task.
 
+pub mod cluster;
 pub mod embedded;
 
 pub use common::{Cell, Mutation, ScanSpec, TableSchema};
@@ -114,6 +115,8 @@ pub trait Client: Send + Sync {
     fn wait_for_maintenance(&self) -> Result<()>;
     /// Named figures for HQL `STATUS`.
     fn status(&self) -> Result<Vec<(String, String)>>;
+    /// Spreads ranges evenly over the range servers now (HQL `BALANCE`).
+    fn balance(&self) -> Result<()>;
     /// Flushes what must be flushed and closes the database.
     fn close(&self) -> Result<()>;
 }

@@ -8,6 +8,7 @@
 pub mod ast;
 mod error;
 pub mod exec;
+pub mod golden;
 pub mod load;
 mod parser;
 mod print;

@@ -42,6 +42,18 @@ pub struct ShellConfig {
     pub data_dir: PathBuf,
     /// How the embedded database is opened (its file system, limits).
     pub embedded: client::embedded::EmbeddedOptions,
+    /// Connects to a cluster instead of opening the embedded database (`ht shell --cluster`).
+    pub cluster: Option<Connect>,
+}
+
+/// Opens a client on a cluster; the error says why it could not.
+#[derive(Clone)]
+pub struct Connect(pub Arc<dyn Fn() -> Result<Arc<dyn Client>, String> + Send + Sync>);
+
+impl std::fmt::Debug for Connect {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Connect(..)")
+    }
 }
 
 /// Whether to keep reading.
@@ -391,17 +403,28 @@ impl Shell {
 
 /// `ht shell`: opens the embedded database and runs statements; returns the exit code.
 pub fn run(config: &ShellConfig) -> i32 {
-    let client =
-        match client::embedded::EmbeddedClient::open(&config.data_dir, config.embedded.clone()) {
-            Ok(c) => Arc::new(c),
+    let client: Arc<dyn Client> = match &config.cluster {
+        Some(connect) => match (connect.0)() {
+            Ok(c) => c,
             Err(e) => {
-                eprintln!(
-                    "Error: cannot open the database in '{}': {e}",
-                    config.data_dir.display()
-                );
+                eprintln!("Error: cannot connect to the cluster: {e}");
                 return 1;
             }
-        };
+        },
+        None => {
+            match client::embedded::EmbeddedClient::open(&config.data_dir, config.embedded.clone())
+            {
+                Ok(c) => Arc::new(c),
+                Err(e) => {
+                    eprintln!(
+                        "Error: cannot open the database in '{}': {e}",
+                        config.data_dir.display()
+                    );
+                    return 1;
+                }
+            }
+        }
+    };
     let mut shell = match Shell::new(client.clone(), config.options.clone()) {
         Ok(s) => s,
         Err(e) => {

@@ -1,20 +1,13 @@
-//! Golden tests of the shell: each `tests/golden/*.hql` runs in test mode against a fresh
-//! embedded database and its output must equal the `.golden` file beside it.
-//!
-//! `$DATA` stands for `tests/golden/data/` (input files for LOAD DATA INFILE).
-//! `$TMP` in a script stands for a scratch directory; files the script writes under
-//! `$TMP/files/` are appended to the output (gzip files decompressed) so that INTO FILE and
-//! DUMP TABLE output is checked too. `UPDATE_GOLDEN=1 cargo test -p hql --test golden`
-//! rewrites the expected files.
+//! Golden tests of the shell on the embedded database (the runner is `hql::golden`; the
+//! cluster runs the same scripts in `ht/tests/cluster.rs`). `UPDATE_GOLDEN=1 cargo test -p
+//! hql --test golden` rewrites the expected files.
 
-use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
 use client::embedded::{EmbeddedClient, EmbeddedOptions, FsFactory};
 use dfs_broker::LocalFs;
 use dfs_broker::broker::{BrokerFs, BrokerFsOptions, BrokerOptions, BrokerService};
-use hql::shell::{Shell, ShellOptions};
 use rpc::ClusterCredentials;
 
 /// Where the engine of a script's database keeps its files.
@@ -80,31 +73,13 @@ impl Drop for BrokerSetup {
 
 fn run_script(script: &str, backend: Backend) -> String {
     let dir = tempfile::tempdir().expect("tempdir");
-    let files = dir.path().join("files");
-    std::fs::create_dir(&files).expect("files dir");
-    let tmp = dir.path().to_str().expect("utf-8 temp path").to_string();
     let broker = (backend == Backend::Broker).then(|| BrokerSetup::start(dir.path()));
     let options = EmbeddedOptions {
         fs: broker.as_ref().map(|b| b.factory.clone()),
         ..Default::default()
     };
     let client = Arc::new(EmbeddedClient::open(dir.path().join("db"), options).expect("open"));
-    let mut shell = Shell::new(
-        client.clone(),
-        ShellOptions {
-            batch: true,
-            test_mode: true,
-            namespace: None,
-            // A script that starts with `# --skip-bad-lines` runs as `ht shell --skip-bad-lines`.
-            skip_bad_lines: script.starts_with("# --skip-bad-lines"),
-        },
-    )
-    .expect("shell");
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let data = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/data");
-    let script = script.replace("$TMP", &tmp).replace("$DATA", data);
-    shell.run_script(&script, &mut out, &mut err);
+    let out = hql::golden::run_script(client, script, dir.path());
     if backend == Backend::Broker {
         // The engine's files went through the broker into its backend directory.
         assert!(
@@ -116,34 +91,7 @@ fn run_script(script: &str, backend: Backend) -> String {
             "the engine wrote locally"
         );
     }
-    assert!(
-        err.is_empty(),
-        "test mode wrote to stderr: {}",
-        String::from_utf8_lossy(&err)
-    );
-    let mut names: Vec<_> = std::fs::read_dir(&files)
-        .expect("read files")
-        .map(|e| e.expect("entry").path())
-        .collect();
-    names.sort();
-    for p in names {
-        let raw = std::fs::read(&p).expect("read file");
-        let name = p.file_name().expect("name").to_string_lossy().to_string();
-        let content = if name.ends_with(".gz") {
-            let mut s = Vec::new();
-            flate2::read::GzDecoder::new(raw.as_slice())
-                .read_to_end(&mut s)
-                .expect("gunzip");
-            s
-        } else {
-            raw
-        };
-        out.extend_from_slice(format!("--- file {name} ---\n").as_bytes());
-        out.extend_from_slice(&content);
-    }
-    String::from_utf8_lossy(&out)
-        .replace(&tmp, "$TMP")
-        .replace(data, "$DATA")
+    out
 }
 
 #[test]
@@ -158,47 +106,19 @@ fn golden_through_a_dfs_broker() {
 }
 
 fn check_all(backend: Backend) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
     let update = std::env::var_os("UPDATE_GOLDEN").is_some();
-    let only = std::env::var("GOLDEN").ok();
-    let mut scripts: Vec<_> = std::fs::read_dir(&dir)
-        .expect("golden dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "hql"))
-        .collect();
-    scripts.sort();
+    let scripts = hql::golden::scripts();
     assert!(!scripts.is_empty());
     let mut failed = Vec::new();
-    for script in scripts {
-        let name = script
-            .file_stem()
-            .expect("stem")
-            .to_string_lossy()
-            .to_string();
-        if only.as_ref().is_some_and(|o| *o != name) {
-            continue;
-        }
+    for (name, script) in scripts {
         let text = std::fs::read_to_string(&script).expect("read script");
         let actual = run_script(&text, backend);
-        let golden = script.with_extension("golden");
         if update && backend == Backend::Local {
-            std::fs::write(&golden, &actual).expect("write golden");
+            std::fs::write(script.with_extension("golden"), &actual).expect("write golden");
             continue;
         }
-        let expected = std::fs::read_to_string(&golden).unwrap_or_default();
-        if actual != expected {
-            let line = actual
-                .lines()
-                .zip(expected.lines())
-                .position(|(a, e)| a != e)
-                .unwrap_or(actual.lines().count().min(expected.lines().count()));
-            eprintln!(
-                "{name}: output differs from {} at line {}:\n  expected: {:?}\n  actual:   {:?}",
-                golden.display(),
-                line + 1,
-                expected.lines().nth(line),
-                actual.lines().nth(line)
-            );
+        if let Some(diff) = hql::golden::check(&name, &script, None, &actual) {
+            eprintln!("{diff}");
             failed.push(name);
         }
     }

@@ -1,10 +1,12 @@
 //! `ht`: the one binary (shell, servers, loader, benchmarks).
 
 mod bench;
+mod cluster_cmd;
 mod fs_url;
 mod hyperspace_cmd;
 mod init_cmd;
 mod load_cmd;
+mod serve_cluster;
 mod serve_cmd;
 mod shell;
 
@@ -39,6 +41,13 @@ enum Command {
     Hyperspace(hyperspace_cmd::HyperspaceShellArgs),
     /// Loads a TSV file into a table of the embedded database (LOAD DATA INFILE).
     Load(load_cmd::LoadArgs),
+    /// Starts a local cluster of processes (Hyperspace, masters, range servers) and returns
+    /// when it is ready.
+    Start(cluster_cmd::StartArgs),
+    /// Stops the local cluster `ht start` started.
+    Stop(cluster_cmd::DirArgs),
+    /// Servers, ranges per server, Hyperspace leader and health of a local cluster.
+    Status(cluster_cmd::DirArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -51,6 +60,9 @@ fn main() -> anyhow::Result<()> {
         Command::Init(args) => init_cmd::run(args)?,
         Command::Serve { role } => serve_cmd::run(role)?,
         Command::Hyperspace(args) => hyperspace_cmd::run(args)?,
+        Command::Start(args) => cluster_cmd::start(args)?,
+        Command::Stop(args) => cluster_cmd::stop(args)?,
+        Command::Status(args) => cluster_cmd::status(args)?,
     }
     Ok(())
 }

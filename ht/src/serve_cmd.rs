@@ -17,21 +17,31 @@ pub enum ServeCommand {
     DfsBroker(DfsBrokerArgs),
     /// A range server: serves the ranges of its engine over rpc.
     Rangeserver(RangeserverArgs),
+    /// A master (or a standby, until it gets the master lock).
+    Master(crate::serve_cluster::MasterArgs),
 }
 
 #[derive(Args)]
 pub struct RangeserverArgs {
     /// Address to listen on.
     #[arg(long, default_value = "127.0.0.1:38060")]
-    listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// The cluster data directory (credentials `rangeserver` in `<dir>/tls`; run `ht init`
     /// first).
     #[arg(long = "data-dir", default_value = "./ht-data")]
-    data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     /// The file system the engine writes through (`file:///abs/path`, `broker://host:port`,
-    /// object-store URLs); default `file://<data-dir>/rangeserver`.
+    /// object-store URLs); default `file://<data-dir>/rangeserver` (`file://<data-dir>/fs`,
+    /// shared by all range servers, with `--hyperspace`).
     #[arg(long)]
-    dfs: Option<String>,
+    pub(crate) dfs: Option<String>,
+    /// Join the cluster whose Hyperspace replicas are these (comma-separated): register, take
+    /// ranges from the master, stop at once if the Hyperspace session is lost.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) hyperspace: Vec<SocketAddr>,
+    /// Split a range once it holds more than this many bytes (default: the engine's, 512 MiB).
+    #[arg(long = "split-bytes")]
+    pub(crate) split_bytes: Option<u64>,
 }
 
 #[derive(Args)]
@@ -115,7 +125,11 @@ pub fn run(cmd: ServeCommand) -> anyhow::Result<()> {
     match cmd {
         ServeCommand::Hyperspace(args) => serve_hyperspace(args),
         ServeCommand::DfsBroker(args) => serve_dfs_broker(args),
+        ServeCommand::Rangeserver(args) if !args.hyperspace.is_empty() => {
+            crate::serve_cluster::rangeserver(args)
+        }
         ServeCommand::Rangeserver(args) => serve_rangeserver(args),
+        ServeCommand::Master(args) => crate::serve_cluster::master(args),
     }
 }
 

@@ -32,6 +32,10 @@ pub struct ShellArgs {
     /// `broker://host:port`, `memory://`, `s3://bucket/prefix`, ...
     #[arg(long = "dfs", value_name = "URL")]
     dfs: Option<String>,
+    /// Run against a cluster instead: its directory (`ht start --data-dir`), or its Hyperspace
+    /// replicas as host:port,... (credentials from --data-dir).
+    #[arg(long = "cluster", value_name = "DIR|ADDRS")]
+    cluster: Option<String>,
 }
 
 /// Runs the shell; returns the process exit code.
@@ -46,6 +50,14 @@ pub fn run(args: ShellArgs) -> i32 {
         execute: args.execute,
         command_file: args.command_file,
         embedded: crate::fs_url::embedded_options(args.dfs.as_deref(), &args.data_dir),
+        cluster: args.cluster.map(|arg| {
+            let data_dir = args.data_dir.clone();
+            hql::shell::Connect(std::sync::Arc::new(move || {
+                crate::cluster_cmd::connect_arg(&arg, &data_dir)
+                    .map(|c| std::sync::Arc::new(c) as std::sync::Arc<dyn client::Client>)
+                    .map_err(|e| format!("{e:#}"))
+            }))
+        }),
         data_dir: args.data_dir,
     })
 }

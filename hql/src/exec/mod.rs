@@ -252,9 +252,7 @@ impl Executor {
                 }
                 Ok(())
             }
-            Statement::Balance { .. } => Err(ExecError::invalid(
-                "BALANCE is not supported: the embedded database has one range server",
-            )),
+            Statement::Balance { .. } => Ok(self.client.balance()?),
             Statement::Set(_) => Err(ExecError::invalid(
                 "SET is not supported by the embedded database",
             )),

@@ -61,6 +61,9 @@ pub struct RangeServerClientOptions {
     pub connect_timeout: Duration,
     /// Deadline of `recover_ranges`, which reads a dead server's whole commit log.
     pub recovery_timeout: Duration,
+    /// A connection whose server is silent this long is dropped (keep-alives flow meanwhile):
+    /// how soon a call to a dead server fails, so callers go find the range elsewhere.
+    pub idle_timeout: Duration,
 }
 
 impl Default for RangeServerClientOptions {
@@ -71,6 +74,7 @@ impl Default for RangeServerClientOptions {
             max_message_bytes: rpc::frame::DEFAULT_MAX_MESSAGE_BYTES,
             connect_timeout: Duration::from_secs(10),
             recovery_timeout: Duration::from_secs(30 * 60),
+            idle_timeout: Duration::from_secs(4),
         }
     }
 }
@@ -99,7 +103,7 @@ impl RangeServerClient {
         let rpc_options = ClientOptions {
             max_message_bytes: options.max_message_bytes,
             connect_timeout: options.connect_timeout,
-            ..ClientOptions::default()
+            idle_timeout: options.idle_timeout,
         };
         let config = credentials
             .client_config(rpc_options.idle_timeout)
@@ -113,7 +117,7 @@ impl RangeServerClient {
         self.client.peer()
     }
 
-    async fn call<Req: prost::Message, Resp: prost::Message + Default>(
+    pub(crate) async fn call<Req: prost::Message, Resp: prost::Message + Default>(
         &self,
         method: &str,
         request: &Req,

@@ -14,6 +14,7 @@
 //! The engine is synchronous and its file system is reached through `block_on`, so every engine
 //! call that may touch files runs in `spawn_blocking`, never on a runtime worker.
 
+pub mod admin;
 pub mod client;
 pub mod messages;
 
@@ -71,6 +72,7 @@ pub struct RangeServerService {
     engine: Engine,
     options: RangeServerOptions,
     scans: Arc<Semaphore>,
+    paused: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl RangeServerService {
@@ -80,7 +82,27 @@ impl RangeServerService {
             engine,
             options,
             scans,
+            paused: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
+    }
+
+    /// A switch that makes the server refuse updates and scans (as unavailable, so clients
+    /// retry) while it is on: a range server in Hyperspace jeopardy must not acknowledge a
+    /// write its ranges' next holder would not see.
+    pub fn pause_switch(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.paused.clone()
+    }
+
+    fn check_serving(&self, method: &str) -> Result<(), RpcError> {
+        if self.paused.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(RpcError::service(
+                ErrorKind::Unavailable,
+                format!(
+                    "{method}: the range server is paused (its hyperspace session is in doubt)"
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Binds `addr` and serves, presenting `credentials` (issued to [`SERVER_NAME`]).
@@ -309,8 +331,12 @@ impl rpc::Service for RangeServerService {
                 done(method, r)
             }
             method::UPDATE => {
+                self.check_serving(method)?;
                 let req: UpdateRequest = decode(method, payload)?;
-                Ok(self.update(req).await?.encode_to_vec().into())
+                let reply = self.update(req).await?;
+                // An update that was applied while the pause began is not acknowledged.
+                self.check_serving(method)?;
+                Ok(reply.encode_to_vec().into())
             }
             method::RANGES => {
                 let req: TableRequest = decode(method, payload)?;
@@ -330,10 +356,13 @@ impl rpc::Service for RangeServerService {
                 let stats = self.engine.stats();
                 Ok(StatusReply::from(&stats).encode_to_vec().into())
             }
-            other => Err(RpcError::service(
-                ErrorKind::NotFound,
-                format!("the range server has no method {other:?}"),
-            )),
+            other => match self.admin_call(other, payload).await {
+                Some(r) => r,
+                None => Err(RpcError::service(
+                    ErrorKind::NotFound,
+                    format!("the range server has no method {other:?}"),
+                )),
+            },
         }
     }
 
@@ -346,6 +375,7 @@ impl rpc::Service for RangeServerService {
     ) -> Result<(), RpcError> {
         match method {
             method::SCAN => {
+                self.check_serving(method)?;
                 let req: ScanRequest = decode(method, payload)?;
                 self.scan(req, sink).await
             }

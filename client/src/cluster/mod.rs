@@ -1,0 +1,1315 @@
+//! The cluster client: the [`Client`] interface over a cluster of processes. Names and schemas
+//! are read from Hyperspace; DDL goes to the master; cells go straight to the range servers,
+//! found through ROOT (a Hyperspace attribute) -> METADATA (a table on a range server) -> the
+//! range, cached per table and refreshed when a server answers "not here" or cannot be reached.
+//!
+//! Writes and scans ride over range moves, splits and recoveries by retrying for
+//! [`ClusterOptions::retry_for`]. A batch a server refused as "not here" was not applied and is
+//! sent again; a batch whose answer was lost with its server may have been applied, and is sent
+//! again too (cells with client-set timestamps are idempotent; server-assigned ones may then
+//! appear twice, as in Hypertable).
+
+pub mod layout;
+pub mod proto;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::ops::Bound;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::key::{self, Cell};
+use common::scan_spec::{CellInterval, CellPos, RowInterval};
+use common::{ErrorKind, Mutation, ScanSpec, TableSchema};
+use hyperspace::client::{ClientOptions as HsOptions, Hyperspace};
+use hyperspace::command::ErrorCode;
+use parking_lot::Mutex;
+use rangeserver::server::client::{RangeServerClient, RangeServerClientOptions, RsError};
+use rpc::ClusterCredentials;
+use tokio::sync::mpsc;
+
+use crate::{
+    Client, ClientError, CompactionKind, ListingEntry, Result, TableMutator, TableScanner,
+    normalize_path, split_path,
+};
+use layout::*;
+use proto::{DdlReply, DdlRequest, MASTER_NAME, MasterStatus, method};
+
+/// Settings of the cluster client.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// The Hyperspace replicas.
+    pub hyperspace: Vec<SocketAddr>,
+    /// A mutator sends its buffer once it holds this many cells...
+    pub mutator_buffer_cells: usize,
+    /// ... or this many bytes of rows, qualifiers and values.
+    pub mutator_buffer_bytes: usize,
+    /// Bytes of one update message to a range server (a buffer is sent as several).
+    pub batch_bytes: usize,
+    /// Cells a scanner holds between the network and its reader.
+    pub scan_queue_cells: usize,
+    /// How long a call keeps retrying while ranges move or are recovered.
+    pub retry_for: Duration,
+    pub hyperspace_options: HsOptions,
+    pub range_server: RangeServerClientOptions,
+}
+
+impl ClusterOptions {
+    pub fn new(hyperspace: Vec<SocketAddr>) -> Self {
+        Self {
+            hyperspace,
+            mutator_buffer_cells: 10_000,
+            mutator_buffer_bytes: 4 << 20,
+            batch_bytes: 2 << 20,
+            scan_queue_cells: 4096,
+            retry_for: Duration::from_secs(90),
+            hyperspace_options: HsOptions::default(),
+            range_server: RangeServerClientOptions {
+                connect_timeout: Duration::from_secs(2),
+                call_timeout: Duration::from_secs(30),
+                ..Default::default()
+            },
+        }
+    }
+}
+
+fn hs_err(e: hyperspace::client::ClientError) -> ClientError {
+    ClientError::Storage {
+        kind: ErrorKind::Unavailable,
+        message: format!("hyperspace: {e}"),
+    }
+}
+
+fn unavailable(message: String) -> ClientError {
+    ClientError::Storage {
+        kind: ErrorKind::Unavailable,
+        message,
+    }
+}
+
+/// One range of a table as METADATA records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeLocation {
+    pub start_row: Option<Vec<u8>>,
+    pub end_row: Option<Vec<u8>>,
+    /// The range server (its location name, `rs<N>`).
+    pub location: String,
+}
+
+/// Why one attempt failed.
+enum Attempt {
+    /// Locations may be stale or a server is down: refresh and try again.
+    Retry(String),
+    Fatal(ClientError),
+}
+
+impl From<ClientError> for Attempt {
+    fn from(e: ClientError) -> Self {
+        if e.kind() == ErrorKind::Unavailable {
+            Attempt::Retry(e.to_string())
+        } else {
+            Attempt::Fatal(e)
+        }
+    }
+}
+
+/// The shared state of a cluster client.
+pub(crate) struct Inner {
+    hs: Hyperspace,
+    credentials: ClusterCredentials,
+    opts: ClusterOptions,
+    servers: Mutex<HashMap<String, Arc<RangeServerClient>>>,
+    locations: Mutex<HashMap<u32, Arc<Vec<RangeLocation>>>>,
+    master: tokio::sync::Mutex<Option<Arc<rpc::Client>>>,
+}
+
+impl Inner {
+    async fn attr_string(&self, node: &str, attr: &str) -> Result<Option<String>> {
+        match self.hs.attr_get(node, attr).await {
+            Ok(v) => Ok(v.map(|v| String::from_utf8_lossy(&v).into_owned())),
+            Err(e) if e.code() == Some(ErrorCode::NotFound) => Ok(None),
+            Err(e) => Err(hs_err(e)),
+        }
+    }
+
+    /// A connection to the range server at `location`.
+    async fn server(&self, location: &str) -> Result<Arc<RangeServerClient>> {
+        if let Some(c) = self.servers.lock().get(location) {
+            return Ok(c.clone());
+        }
+        let addr = self
+            .attr_string(&server_node(location), ADDR_ATTR)
+            .await?
+            .ok_or_else(|| unavailable(format!("range server {location} is not registered")))?;
+        let addr: SocketAddr = addr.parse().map_err(|e| ClientError::Storage {
+            kind: ErrorKind::Corruption,
+            message: format!("range server {location} has a bad address '{addr}': {e}"),
+        })?;
+        let c = RangeServerClient::connect_with(
+            addr,
+            &self.credentials,
+            self.opts.range_server.clone(),
+        )
+        .await
+        .map_err(|e| unavailable(format!("range server {location} at {addr}: {e}")))?;
+        let c = Arc::new(c);
+        self.servers.lock().insert(location.to_string(), c.clone());
+        Ok(c)
+    }
+
+    fn forget_server(&self, location: &str) {
+        self.servers.lock().remove(location);
+    }
+
+    fn invalidate(&self, table_id: u32) {
+        let mut l = self.locations.lock();
+        l.remove(&table_id);
+        // A stale METADATA location is as likely as a stale user range.
+        l.remove(&METADATA_ID);
+    }
+
+    /// The ranges of a table in row order, covering every row.
+    async fn ranges(&self, table_id: u32) -> std::result::Result<Arc<Vec<RangeLocation>>, Attempt> {
+        if let Some(r) = self.locations.lock().get(&table_id) {
+            return Ok(r.clone());
+        }
+        let root = self
+            .attr_string(ROOT, LOCATION_ATTR)
+            .await?
+            .ok_or_else(|| Attempt::Retry("the METADATA table is not assigned yet".into()))?;
+        let ranges = if table_id == METADATA_ID {
+            vec![RangeLocation {
+                start_row: None,
+                end_row: None,
+                location: root,
+            }]
+        } else {
+            let (lo, hi) = metadata_table_bounds(table_id);
+            let spec = ScanSpec {
+                row_intervals: vec![RowInterval {
+                    start: Bound::Included(lo),
+                    end: Bound::Excluded(hi),
+                }],
+                ..Default::default()
+            };
+            let server = self.server(&root).await?;
+            let cells = match server.scan(METADATA_ID, &spec).await {
+                Ok(s) => s.collect().await,
+                Err(e) => Err(e),
+            };
+            let cells = cells.map_err(|e| self.rs_failure(&root, METADATA_ID, e))?;
+            parse_locations(table_id, &cells).map_err(Attempt::Retry)?
+        };
+        let ranges = Arc::new(ranges);
+        self.locations.lock().insert(table_id, ranges.clone());
+        Ok(ranges)
+    }
+
+    /// Classifies a range server failure, dropping what it makes stale.
+    fn rs_failure(&self, location: &str, table_id: u32, e: RsError) -> Attempt {
+        match e {
+            RsError::NotHere { .. } => {
+                self.invalidate(table_id);
+                Attempt::Retry(format!("range server {location}: {e}"))
+            }
+            e if e.kind() == ErrorKind::Unavailable => {
+                self.forget_server(location);
+                self.invalidate(table_id);
+                Attempt::Retry(format!("range server {location}: {e}"))
+            }
+            e => Attempt::Fatal(server_error(location, e)),
+        }
+    }
+
+    /// Runs `f` until it succeeds, fails for good, or [`ClusterOptions::retry_for`] passes.
+    async fn retrying<T, F, Fut>(&self, what: &str, mut f: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<T, Attempt>>,
+    {
+        let mut backoff = Backoff::new(self.opts.retry_for);
+        loop {
+            match f().await {
+                Ok(v) => return Ok(v),
+                Err(Attempt::Fatal(e)) => return Err(e),
+                Err(Attempt::Retry(why)) => backoff.wait(what, why).await?,
+            }
+        }
+    }
+
+    /// A connection to the active master (its address is in Hyperspace).
+    async fn master(&self) -> Result<Arc<rpc::Client>> {
+        let mut m = self.master.lock().await;
+        if let Some(c) = m.as_ref() {
+            return Ok(c.clone());
+        }
+        let addr = self
+            .attr_string(MASTER, ADDR_ATTR)
+            .await?
+            .ok_or_else(|| unavailable("no master is active".into()))?;
+        let addr: SocketAddr = addr
+            .parse()
+            .map_err(|e| unavailable(format!("bad master address '{addr}': {e}")))?;
+        // A short idle timeout: a dead master is noticed in seconds and its standby found.
+        let options = rpc::ClientOptions {
+            idle_timeout: self.opts.range_server.idle_timeout,
+            connect_timeout: Duration::from_secs(2),
+            ..Default::default()
+        };
+        let config = self
+            .credentials
+            .client_config(options.idle_timeout)
+            .map_err(|e| unavailable(format!("master at {addr}: {e}")))?;
+        let c = rpc::Client::connect_with(addr, MASTER_NAME, config, options)
+            .await
+            .map_err(|e| unavailable(format!("master at {addr}: {e}")))?;
+        let c = Arc::new(c);
+        *m = Some(c.clone());
+        Ok(c)
+    }
+
+    /// A DDL call to the master, retried while the master changes.
+    async fn ddl(&self, m: &'static str, req: DdlRequest) -> Result<String> {
+        self.retrying(m, || async {
+            let master = self.master().await?;
+            match master
+                .call_message::<_, DdlReply>(m, &req, Duration::from_secs(120))
+                .await
+            {
+                Ok(reply) => reply.into_result().map_err(Attempt::Fatal),
+                Err(e) if e.is_retryable() => {
+                    *self.master.lock().await = None;
+                    Err(Attempt::Retry(format!("master: {e}")))
+                }
+                Err(e) => Err(Attempt::Fatal(ClientError::Storage {
+                    kind: e.kind(),
+                    message: format!("master: {e}"),
+                })),
+            }
+        })
+        .await
+    }
+
+    async fn table_id(&self, path: &str) -> Result<u32> {
+        let p = normalize_path(path)?;
+        let (parent, _) = split_path(&p)?;
+        if parent != "/" && !self.hs.exists(&ns_node(&parent)).await.map_err(hs_err)? {
+            return Err(ClientError::TableNotFound(p));
+        }
+        match self.attr_string(&ns_node(&p), TABLE_ID_ATTR).await? {
+            Some(id) => id.parse().map_err(|_| ClientError::Storage {
+                kind: ErrorKind::Corruption,
+                message: format!("table {p} has a bad id '{id}' in hyperspace"),
+            }),
+            None => Err(ClientError::TableNotFound(p)),
+        }
+    }
+
+    async fn schema(&self, id: u32) -> Result<TableSchema> {
+        let json = self
+            .attr_string(&table_node(id), SCHEMA_ATTR)
+            .await?
+            .ok_or_else(|| ClientError::TableNotFound(format!("id {id}")))?;
+        TableSchema::from_json(&json).map_err(|e| ClientError::Storage {
+            kind: ErrorKind::Corruption,
+            message: format!("table {id}: bad schema in hyperspace: {e}"),
+        })
+    }
+
+    /// The live range servers, by location.
+    async fn live_servers(&self) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for e in self.hs.readdir(SERVERS).await.map_err(hs_err)? {
+            if self
+                .attr_string(&server_node(&e.name), ADDR_ATTR)
+                .await?
+                .is_some()
+            {
+                out.push(e.name);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sends `cells` to the servers holding their rows; every cell is applied once this returns
+    /// `Ok` (see the module comment about lost answers).
+    async fn apply(&self, table_id: u32, cells: Vec<Mutation>) -> Result<()> {
+        let mut backoff = Backoff::new(self.opts.retry_for);
+        let mut pending = cells;
+        loop {
+            match self.apply_once(table_id, pending).await {
+                Ok(()) => return Ok(()),
+                Err((_, Attempt::Fatal(e))) => return Err(e),
+                Err((left, Attempt::Retry(why))) => {
+                    backoff.wait("update", why).await?;
+                    pending = left;
+                }
+            }
+        }
+    }
+
+    /// One round of [`Inner::apply`]; on failure, the cells not applied and why.
+    async fn apply_once(
+        &self,
+        table_id: u32,
+        batch: Vec<Mutation>,
+    ) -> std::result::Result<(), (Vec<Mutation>, Attempt)> {
+        let ranges = match self.ranges(table_id).await {
+            Ok(r) => r,
+            Err(e) => return Err((batch, e)),
+        };
+        // Route every cell to its server, keeping the order of each server's cells.
+        let mut per_server: BTreeMap<String, Vec<Mutation>> = BTreeMap::new();
+        for m in batch {
+            let loc = locate(&ranges, &m.row).location.clone();
+            per_server.entry(loc).or_default().push(m);
+        }
+        let sends = per_server.into_iter().map(|(loc, cells)| async move {
+            let res = self.send_to(&loc, table_id, &cells).await;
+            (loc, cells, res)
+        });
+        let mut why = None;
+        let mut fatal = None;
+        let mut failed = Vec::new();
+        for (loc, cells, res) in futures_join_all(sends).await {
+            if let Err((done, e)) = res {
+                failed.extend(cells.into_iter().skip(done));
+                match self.rs_failure(&loc, table_id, e) {
+                    Attempt::Fatal(e) => fatal = Some(e),
+                    Attempt::Retry(w) => why = Some(w),
+                }
+            }
+        }
+        if let Some(e) = fatal {
+            return Err((failed, Attempt::Fatal(e)));
+        }
+        match why {
+            None => Ok(()),
+            Some(w) => Err((failed, Attempt::Retry(w))),
+        }
+    }
+
+    /// Sends one server's cells in batches of at most `batch_bytes`; returns how many were
+    /// applied, or how many were applied before the failure.
+    async fn send_to(
+        &self,
+        location: &str,
+        table_id: u32,
+        cells: &[Mutation],
+    ) -> std::result::Result<usize, (usize, RsError)> {
+        let server = match self.server(location).await {
+            Ok(s) => s,
+            Err(e) => {
+                return Err((
+                    0,
+                    RsError::Rpc(rpc::RpcError::service(
+                        ErrorKind::Unavailable,
+                        e.to_string(),
+                    )),
+                ));
+            }
+        };
+        let mut done = 0;
+        while done < cells.len() {
+            let mut end = done;
+            let mut bytes = 0;
+            while end < cells.len() && (end == done || bytes < self.opts.batch_bytes) {
+                let m = &cells[end];
+                bytes += m.row.len() + m.qualifier.len() + m.value.len() + 24;
+                end += 1;
+            }
+            server
+                .update(table_id, &cells[done..end])
+                .await
+                .map_err(|e| (done, e))?;
+            done = end;
+        }
+        Ok(done)
+    }
+}
+
+/// A range server's refusal as the embedded database would report it: invalid input in the
+/// engine's own words, other failures naming the server.
+pub fn server_error(location: &str, e: RsError) -> ClientError {
+    match e.kind() {
+        ErrorKind::InvalidInput => ClientError::InvalidInput(engine_message(&e)),
+        kind => ClientError::Storage {
+            kind,
+            message: format!("range server {location}: {e}"),
+        },
+    }
+}
+
+/// The engine's message inside a range server error, without the rpc decoration
+/// (`rpc <method> to <peer>: server error (<kind>): <method>: invalid input: <message>`).
+pub fn engine_message(e: &RsError) -> String {
+    let m = match e {
+        RsError::Rpc(rpc::RpcError::Service { message, .. })
+        | RsError::Rpc(rpc::RpcError::Remote { message, .. }) => message.as_str(),
+        RsError::InvalidInput(m) => return m.clone(),
+        other => return other.to_string(),
+    };
+    let m = match m.split_once(": ") {
+        Some((method, rest)) if method.starts_with("rs.") => rest,
+        _ => m,
+    };
+    m.strip_prefix("invalid input: ").unwrap_or(m).to_string()
+}
+
+/// Pauses between attempts, doubling up to half a second, until a deadline.
+struct Backoff {
+    start: Instant,
+    pause: Duration,
+    limit: Duration,
+}
+
+impl Backoff {
+    fn new(limit: Duration) -> Self {
+        Self {
+            start: Instant::now(),
+            pause: Duration::from_millis(20),
+            limit,
+        }
+    }
+
+    async fn wait(&mut self, what: &str, why: String) -> Result<()> {
+        if self.start.elapsed() >= self.limit {
+            return Err(unavailable(format!(
+                "{what}: gave up after {:.1} s: {why}",
+                self.start.elapsed().as_secs_f64()
+            )));
+        }
+        tracing::debug!(what, why, "retrying");
+        tokio::time::sleep(self.pause).await;
+        self.pause = (self.pause * 2).min(Duration::from_millis(500));
+        Ok(())
+    }
+}
+
+/// Polls a set of futures to completion concurrently (no extra dependency for one join).
+async fn futures_join_all<F: std::future::Future>(
+    futs: impl IntoIterator<Item = F>,
+) -> Vec<F::Output> {
+    let futs: Vec<_> = futs.into_iter().map(Box::pin).collect();
+    let mut outs: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    let mut futs: Vec<Option<_>> = futs.into_iter().map(Some).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (i, slot) in futs.iter_mut().enumerate() {
+            if let Some(f) = slot {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => {
+                        outs[i] = Some(v);
+                        *slot = None;
+                    }
+                    std::task::Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            std::task::Poll::Pending
+        } else {
+            std::task::Poll::Ready(())
+        }
+    })
+    .await;
+    outs.into_iter()
+        .map(|o| o.expect("every future finished"))
+        .collect()
+}
+
+/// The range holding `row` (ranges cover every row: checked by [`parse_locations`]).
+fn locate<'a>(ranges: &'a [RangeLocation], row: &[u8]) -> &'a RangeLocation {
+    let i = ranges.partition_point(|r| r.end_row.as_deref().is_some_and(|e| e <= row));
+    &ranges[i.min(ranges.len() - 1)]
+}
+
+/// Turns a table's METADATA cells into its ranges, checking that they cover every row.
+pub fn parse_locations(
+    table_id: u32,
+    cells: &[Cell],
+) -> std::result::Result<Vec<RangeLocation>, String> {
+    // METADATA row -> (start row, location) as far as read.
+    type Row = (Option<Vec<u8>>, Option<String>);
+    let mut rows: BTreeMap<Vec<u8>, Row> = BTreeMap::new();
+    for c in cells {
+        let e = rows.entry(c.key.row.clone()).or_default();
+        match c.key.family {
+            LOCATION_FAMILY => e.1 = Some(String::from_utf8_lossy(&c.value).into_owned()),
+            START_ROW_FAMILY => e.0 = Some(c.value.clone()),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    let mut expect_start: Option<Vec<u8>> = None;
+    for (row, (start, loc)) in rows {
+        let Some((tid, end)) = parse_metadata_row(&row) else {
+            return Err(format!(
+                "bad METADATA row {:?}",
+                String::from_utf8_lossy(&row)
+            ));
+        };
+        if tid != table_id {
+            continue;
+        }
+        let start = start.filter(|s| !s.is_empty());
+        if start != expect_start {
+            return Err(format!(
+                "METADATA of table {table_id} has a gap or overlap before row {:?} (being updated)",
+                String::from_utf8_lossy(&row)
+            ));
+        }
+        let Some(location) = loc else {
+            return Err(format!(
+                "METADATA row {:?} has no location",
+                String::from_utf8_lossy(&row)
+            ));
+        };
+        expect_start = end.clone();
+        let last = end.is_none();
+        out.push(RangeLocation {
+            start_row: start,
+            end_row: end,
+            location,
+        });
+        if last {
+            return Ok(out);
+        }
+    }
+    Err(format!(
+        "METADATA of table {table_id} does not reach the end of the table (being created or updated)"
+    ))
+}
+
+/// A database on a cluster of processes.
+pub struct ClusterClient {
+    inner: Arc<Inner>,
+    rt: tokio::runtime::Runtime,
+}
+
+impl std::fmt::Debug for ClusterClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ClusterClient({:?})", self.inner.opts.hyperspace)
+    }
+}
+
+impl ClusterClient {
+    /// Connects to the cluster whose Hyperspace replicas are `opts.hyperspace`, presenting
+    /// `credentials` (the `client` certificate).
+    pub fn connect(credentials: ClusterCredentials, opts: ClusterOptions) -> Result<Self> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("ht-cluster-client")
+            .enable_all()
+            .build()
+            .map_err(|e| ClientError::Storage {
+                kind: ErrorKind::Internal,
+                message: format!("cannot start the client runtime: {e}"),
+            })?;
+        let (hs, _events) = rt
+            .block_on(Hyperspace::connect(
+                opts.hyperspace.clone(),
+                credentials.clone(),
+                opts.hyperspace_options.clone(),
+            ))
+            .map_err(hs_err)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                hs,
+                credentials,
+                opts,
+                servers: Mutex::new(HashMap::new()),
+                locations: Mutex::new(HashMap::new()),
+                master: tokio::sync::Mutex::new(None),
+            }),
+            rt,
+        })
+    }
+
+    fn run<T>(&self, f: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+        self.rt.block_on(f)
+    }
+
+    /// The ranges of a table and where they are (for tools and tests).
+    pub fn table_locations(&self, path: &str) -> Result<Vec<RangeLocation>> {
+        let inner = &self.inner;
+        self.run(async {
+            let id = inner.table_id(path).await?;
+            inner.invalidate(id);
+            let r = inner.retrying("locate", || inner.ranges(id)).await?;
+            Ok(r.as_ref().clone())
+        })
+    }
+
+    /// The master's view of the cluster (`ht status`).
+    pub fn master_status(&self) -> Result<MasterStatus> {
+        let inner = &self.inner;
+        self.run(async {
+            inner
+                .retrying("master status", || async {
+                    let m = inner.master().await?;
+                    match m
+                        .call_message::<_, MasterStatus>(
+                            method::STATUS,
+                            &proto::Empty {},
+                            Duration::from_secs(5),
+                        )
+                        .await
+                    {
+                        Ok(s) => Ok(s),
+                        Err(e) => {
+                            // The next attempt looks the active master up again.
+                            *inner.master.lock().await = None;
+                            Err(Attempt::Retry(format!("master: {e}")))
+                        }
+                    }
+                })
+                .await
+        })
+    }
+
+    /// The Hyperspace session (for tools).
+    pub fn hyperspace(&self) -> &Hyperspace {
+        &self.inner.hs
+    }
+
+    /// Hyperspace's status as its leader reports it (`ht status`).
+    pub fn hyperspace_status(&self) -> Result<hyperspace::service::StatusReply> {
+        self.run(async { self.inner.hs.status().await.map_err(hs_err) })
+    }
+
+    /// Asks the master to balance ranges over the live servers now.
+    pub fn balance(&self) -> Result<()> {
+        self.run(self.inner.ddl(method::BALANCE, DdlRequest::default()))
+            .map(|_| ())
+    }
+}
+
+impl Drop for ClusterClient {
+    fn drop(&mut self) {
+        let hs = self.inner.hs.clone();
+        self.rt.block_on(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(2), hs.close_session()).await;
+        });
+    }
+}
+
+impl Client for ClusterClient {
+    fn create_namespace(&self, path: &str) -> Result<()> {
+        let path = normalize_path(path)?;
+        self.run(self.inner.ddl(
+            method::CREATE_NAMESPACE,
+            DdlRequest {
+                path,
+                ..Default::default()
+            },
+        ))
+        .map(|_| ())
+    }
+
+    fn drop_namespace(&self, path: &str) -> Result<()> {
+        let path = normalize_path(path)?;
+        self.run(self.inner.ddl(
+            method::DROP_NAMESPACE,
+            DdlRequest {
+                path,
+                ..Default::default()
+            },
+        ))
+        .map(|_| ())
+    }
+
+    fn namespace_exists(&self, path: &str) -> Result<bool> {
+        let path = normalize_path(path)?;
+        if path == "/" {
+            return Ok(true);
+        }
+        self.run(async {
+            match self.inner.hs.readdir(&ns_node(&split_path(&path)?.0)).await {
+                Ok(entries) => {
+                    let name = split_path(&path)?.1;
+                    Ok(entries.iter().any(|e| e.is_dir && e.name == name))
+                }
+                Err(e) if e.code() == Some(ErrorCode::NotFound) => Ok(false),
+                Err(e) => Err(hs_err(e)),
+            }
+        })
+    }
+
+    fn listing(&self, path: &str) -> Result<Vec<ListingEntry>> {
+        let path = normalize_path(path)?;
+        if !self.namespace_exists(&path)? {
+            return Err(ClientError::NamespaceNotFound(path));
+        }
+        let mut out: Vec<ListingEntry> = self
+            .run(async { self.inner.hs.readdir(&ns_node(&path)).await.map_err(hs_err) })?
+            .into_iter()
+            .map(|e| ListingEntry {
+                name: e.name,
+                is_namespace: e.is_dir,
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    fn create_table(&self, path: &str, schema: TableSchema) -> Result<TableSchema> {
+        let path = normalize_path(path)?;
+        let json = self.run(self.inner.ddl(
+            method::CREATE_TABLE,
+            DdlRequest {
+                path,
+                to: String::new(),
+                schema_json: schema.to_json(),
+            },
+        ))?;
+        parse_schema(&json)
+    }
+
+    fn table_schema(&self, path: &str) -> Result<TableSchema> {
+        let inner = &self.inner;
+        self.run(async {
+            let id = inner.table_id(path).await?;
+            inner.schema(id).await
+        })
+    }
+
+    fn table_exists(&self, path: &str) -> Result<bool> {
+        match self.run(self.inner.table_id(path)) {
+            Ok(_) => Ok(true),
+            Err(ClientError::TableNotFound(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn alter_table(&self, path: &str, schema: TableSchema) -> Result<TableSchema> {
+        let path = normalize_path(path)?;
+        let json = self.run(self.inner.ddl(
+            method::ALTER_TABLE,
+            DdlRequest {
+                path,
+                to: String::new(),
+                schema_json: schema.to_json(),
+            },
+        ))?;
+        parse_schema(&json)
+    }
+
+    fn rename_table(&self, from: &str, to: &str) -> Result<()> {
+        let path = normalize_path(from)?;
+        let to = normalize_path(to)?;
+        self.run(self.inner.ddl(
+            method::RENAME_TABLE,
+            DdlRequest {
+                path,
+                to,
+                schema_json: String::new(),
+            },
+        ))
+        .map(|_| ())
+    }
+
+    fn drop_table(&self, path: &str) -> Result<()> {
+        let path = normalize_path(path)?;
+        self.run(self.inner.ddl(
+            method::DROP_TABLE,
+            DdlRequest {
+                path,
+                ..Default::default()
+            },
+        ))
+        .map(|_| ())
+    }
+
+    fn mutator(&self, table: &str) -> Result<Box<dyn TableMutator>> {
+        let table_id = self.run(self.inner.table_id(table))?;
+        Ok(Box::new(ClusterMutator {
+            inner: self.inner.clone(),
+            rt: self.rt.handle().clone(),
+            table_id,
+            buf: Vec::new(),
+            buf_bytes: 0,
+            limit_cells: self.inner.opts.mutator_buffer_cells.max(1),
+            limit_bytes: self.inner.opts.mutator_buffer_bytes.max(1),
+            flushed: 0,
+        }))
+    }
+
+    fn scanner(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn TableScanner>> {
+        let table_id = self.run(self.inner.table_id(table))?;
+        if spec.row_offset > 0 && spec.cell_offset > 0 {
+            return Err(ClientError::InvalidInput(
+                "OFFSET and CELL_OFFSET cannot be combined".into(),
+            ));
+        }
+        let (tx, rx) = mpsc::channel(self.inner.opts.scan_queue_cells.max(1));
+        let inner = self.inner.clone();
+        self.rt.spawn(async move {
+            let res = scan_table(&inner, table_id, spec, &tx).await;
+            if let Err(e) = res {
+                let _ = tx.send(Err(e)).await;
+            }
+        });
+        Ok(Box::new(ClusterScanner { rx, done: false }))
+    }
+
+    fn compact(&self, table: Option<&str>, kind: CompactionKind) -> Result<()> {
+        let inner = &self.inner;
+        self.run(async {
+            let (id, servers) = match table {
+                Some(t) => {
+                    let id = inner.table_id(t).await?;
+                    inner.invalidate(id);
+                    let ranges = inner.retrying("locate", || inner.ranges(id)).await?;
+                    let mut locs: Vec<String> = ranges.iter().map(|r| r.location.clone()).collect();
+                    locs.dedup();
+                    (Some(id), locs)
+                }
+                None => (None, inner.live_servers().await?),
+            };
+            for loc in servers {
+                let server = inner.server(&loc).await?;
+                server
+                    .compact(id, kind_to_engine(kind))
+                    .await
+                    .map_err(|e| server_error(&loc, e))?;
+            }
+            Ok(())
+        })
+    }
+
+    fn wait_for_maintenance(&self) -> Result<()> {
+        let inner = &self.inner;
+        self.run(async {
+            for loc in inner.live_servers().await? {
+                let server = inner.server(&loc).await?;
+                server
+                    .wait_for_maintenance()
+                    .await
+                    .map_err(|e| ClientError::Storage {
+                        kind: e.kind(),
+                        message: format!("range server {loc}: {e}"),
+                    })?;
+            }
+            Ok(())
+        })
+    }
+
+    fn status(&self) -> Result<Vec<(String, String)>> {
+        let st = self.master_status()?;
+        let live = st.servers.iter().filter(|s| s.live).count();
+        let ranges: u32 = st.servers.iter().map(|s| s.ranges).sum();
+        Ok(vec![
+            ("mode".into(), "cluster".into()),
+            ("range_servers".into(), live.to_string()),
+            ("ranges".into(), ranges.to_string()),
+            ("root_location".into(), st.root_location),
+            ("operations".into(), st.operations.len().to_string()),
+            ("moves".into(), st.moves.to_string()),
+            ("recoveries".into(), st.recoveries.to_string()),
+        ])
+    }
+
+    fn balance(&self) -> Result<()> {
+        ClusterClient::balance(self)
+    }
+
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+fn kind_to_engine(kind: CompactionKind) -> rangeserver::server::admin::CompactKind {
+    use rangeserver::server::admin::CompactKind as K;
+    match kind {
+        CompactionKind::Minor => K::Minor,
+        CompactionKind::Merging => K::Merging,
+        CompactionKind::Major => K::Major,
+        CompactionKind::Gc => K::Gc,
+    }
+}
+
+fn parse_schema(json: &str) -> Result<TableSchema> {
+    TableSchema::from_json(json).map_err(|e| ClientError::Storage {
+        kind: ErrorKind::Corruption,
+        message: format!("the master sent a bad schema: {e}"),
+    })
+}
+
+struct ClusterMutator {
+    inner: Arc<Inner>,
+    rt: tokio::runtime::Handle,
+    table_id: u32,
+    buf: Vec<Mutation>,
+    buf_bytes: usize,
+    limit_cells: usize,
+    limit_bytes: usize,
+    flushed: u64,
+}
+
+impl TableMutator for ClusterMutator {
+    fn set(&mut self, m: Mutation) -> Result<()> {
+        self.buf_bytes += m.row.len() + m.qualifier.len() + m.value.len() + 32;
+        self.buf.push(m);
+        if self.buf.len() >= self.limit_cells || self.buf_bytes >= self.limit_bytes {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let cells = std::mem::take(&mut self.buf);
+        let n = cells.len() as u64;
+        self.buf_bytes = 0;
+        let inner = self.inner.clone();
+        let table_id = self.table_id;
+        self.rt
+            .block_on(async move { inner.apply(table_id, cells).await })?;
+        self.flushed += n;
+        Ok(())
+    }
+
+    fn cells_flushed(&self) -> u64 {
+        self.flushed
+    }
+}
+
+struct ClusterScanner {
+    rx: mpsc::Receiver<Result<Cell>>,
+    done: bool,
+}
+
+impl TableScanner for ClusterScanner {
+    fn next_cell(&mut self) -> Result<Option<Cell>> {
+        if self.done {
+            return Ok(None);
+        }
+        match self.rx.blocking_recv() {
+            Some(Ok(c)) => Ok(Some(c)),
+            Some(Err(e)) => {
+                self.done = true;
+                Err(e)
+            }
+            None => {
+                self.done = true;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The row span `[start, end)` of an interval (`None`: unbounded).
+fn interval_rows(i: &Interval) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+    match i {
+        Interval::Rows(r) => (
+            match &r.start {
+                Bound::Included(s) | Bound::Excluded(s) => Some(s.clone()),
+                Bound::Unbounded => None,
+            },
+            match &r.end {
+                // Rows up to and including `e`: the span ends just after it.
+                Bound::Included(e) => Some(row_successor(e)),
+                Bound::Excluded(e) => Some(e.clone()),
+                Bound::Unbounded => None,
+            },
+        ),
+        Interval::Cells(c) => (
+            match &c.start {
+                Bound::Included(p) | Bound::Excluded(p) => Some(p.row.clone()),
+                Bound::Unbounded => None,
+            },
+            match &c.end {
+                Bound::Included(p) | Bound::Excluded(p) => Some(row_successor(&p.row)),
+                Bound::Unbounded => None,
+            },
+        ),
+    }
+}
+
+/// The smallest row above `r`.
+fn row_successor(r: &[u8]) -> Vec<u8> {
+    let mut s = r.to_vec();
+    s.push(0);
+    s
+}
+
+#[derive(Clone)]
+enum Interval {
+    Rows(RowInterval),
+    Cells(CellInterval),
+}
+
+impl Interval {
+    /// The encoded key it starts at (the order the engine processes intervals in).
+    fn start_key(&self) -> Vec<u8> {
+        match self {
+            Self::Rows(r) => match &r.start {
+                Bound::Included(s) => key::row_start(s),
+                Bound::Excluded(s) => key::row_end(s),
+                Bound::Unbounded => Vec::new(),
+            },
+            Self::Cells(c) => match &c.start {
+                Bound::Included(p) => key::cell_start(&p.row, p.family, &p.qualifier),
+                Bound::Excluded(p) => key::cell_end(&p.row, p.family, &p.qualifier),
+                Bound::Unbounded => Vec::new(),
+            },
+        }
+    }
+
+    /// The interval cut to the rows `[start, end)`.
+    fn clamp(&self, start: &Option<Vec<u8>>, end: &Option<Vec<u8>>) -> Interval {
+        match self {
+            Self::Rows(r) => {
+                let mut r = r.clone();
+                if let Some(s) = start {
+                    let below = match &r.start {
+                        Bound::Included(x) | Bound::Excluded(x) => x < s,
+                        Bound::Unbounded => true,
+                    };
+                    if below {
+                        r.start = Bound::Included(s.clone());
+                    }
+                }
+                if let Some(e) = end {
+                    let beyond = match &r.end {
+                        Bound::Included(x) | Bound::Excluded(x) => x >= e,
+                        Bound::Unbounded => true,
+                    };
+                    if beyond {
+                        r.end = Bound::Excluded(e.clone());
+                    }
+                }
+                Self::Rows(r)
+            }
+            Self::Cells(c) => {
+                let mut c = c.clone();
+                let row_pos = |row: &Vec<u8>| CellPos {
+                    row: row.clone(),
+                    family: 0,
+                    qualifier: Vec::new(),
+                };
+                if let Some(s) = start {
+                    let below = match &c.start {
+                        Bound::Included(p) | Bound::Excluded(p) => &p.row < s,
+                        Bound::Unbounded => true,
+                    };
+                    if below {
+                        c.start = Bound::Included(row_pos(s));
+                    }
+                }
+                if let Some(e) = end {
+                    let beyond = match &c.end {
+                        Bound::Included(p) | Bound::Excluded(p) => &p.row >= e,
+                        Bound::Unbounded => true,
+                    };
+                    if beyond {
+                        c.end = Bound::Excluded(row_pos(e));
+                    }
+                }
+                Self::Cells(c)
+            }
+        }
+    }
+}
+
+fn overlaps(a: &(Option<Vec<u8>>, Option<Vec<u8>>), r: &RangeLocation) -> bool {
+    let starts_before_end = match (&a.0, &r.end_row) {
+        (Some(s), Some(e)) => s < e,
+        _ => true,
+    };
+    let ends_after_start = match (&a.1, &r.start_row) {
+        (Some(e), Some(s)) => e > s,
+        _ => true,
+    };
+    starts_before_end && ends_after_start
+}
+
+/// The row limits and offsets of one interval, applied here when its cells come from several
+/// servers (the engine's rule: a row counts when its first cell passes the other filters).
+struct Limiter {
+    row_limit: u64,
+    row_offset: u64,
+    cell_limit: u64,
+    cell_offset: u64,
+    rows_started: u64,
+    cells_passed: u64,
+    cells_returned: u64,
+    cur_row: Option<Vec<u8>>,
+}
+
+enum Verdict {
+    Take,
+    Skip,
+    Stop,
+}
+
+impl Limiter {
+    fn new(spec: &ScanSpec) -> Self {
+        Self {
+            row_limit: spec.row_limit,
+            row_offset: spec.row_offset,
+            cell_limit: spec.cell_limit,
+            cell_offset: spec.cell_offset,
+            rows_started: 0,
+            cells_passed: 0,
+            cells_returned: 0,
+            cur_row: None,
+        }
+    }
+
+    fn judge(&mut self, cell: &Cell) -> Verdict {
+        if self.cur_row.as_deref() != Some(cell.key.row.as_slice()) {
+            self.cur_row = Some(cell.key.row.clone());
+            self.rows_started += 1;
+            if self.row_limit > 0 && self.rows_started > self.row_offset + self.row_limit {
+                return Verdict::Stop;
+            }
+        }
+        if self.rows_started <= self.row_offset {
+            return Verdict::Skip;
+        }
+        self.cells_passed += 1;
+        if self.cells_passed <= self.cell_offset {
+            return Verdict::Skip;
+        }
+        if self.cell_limit > 0 && self.cells_returned >= self.cell_limit {
+            return Verdict::Stop;
+        }
+        self.cells_returned += 1;
+        Verdict::Take
+    }
+}
+
+/// Streams a table scan into `tx`: straight from one server when one server holds every range
+/// the scan touches (its limits apply there), otherwise interval by interval and server by
+/// server with the limits applied here.
+async fn scan_table(
+    inner: &Inner,
+    table_id: u32,
+    spec: ScanSpec,
+    tx: &mpsc::Sender<Result<Cell>>,
+) -> Result<()> {
+    let mut intervals: Vec<Interval> = spec
+        .row_intervals
+        .iter()
+        .cloned()
+        .map(Interval::Rows)
+        .chain(spec.cell_intervals.iter().cloned().map(Interval::Cells))
+        .collect();
+    if intervals.is_empty() {
+        intervals.push(Interval::Rows(RowInterval::all()));
+    }
+    intervals.sort_by_key(|i| i.start_key());
+    for interval in intervals {
+        let span = interval_rows(&interval);
+        let mut limiter = Limiter::new(&spec);
+        // Where the next part of this interval starts (rows below it are done).
+        let mut from: Option<Vec<u8>> = span.0.clone();
+        loop {
+            let part = inner
+                .retrying("scan", || async {
+                    let ranges = inner.ranges(table_id).await?;
+                    // The run of consecutive ranges on one server starting at `from`.
+                    let first = locate(&ranges, from.as_deref().unwrap_or(b""));
+                    let mut end = first.end_row.clone();
+                    for r in ranges.iter().skip_while(|r| *r != first).skip(1) {
+                        if r.location != first.location || !overlaps(&span, r) {
+                            break;
+                        }
+                        end = r.end_row.clone();
+                    }
+                    Ok((first.location.clone(), end))
+                })
+                .await?;
+            let (location, run_end) = part;
+            let clamped = interval.clamp(&from, &run_end);
+            let mut part_spec = spec.clone();
+            part_spec.row_intervals.clear();
+            part_spec.cell_intervals.clear();
+            match clamped {
+                Interval::Rows(r) => part_spec.row_intervals.push(r),
+                Interval::Cells(c) => part_spec.cell_intervals.push(c),
+            }
+            part_spec.row_limit = 0;
+            part_spec.row_offset = 0;
+            part_spec.cell_limit = 0;
+            part_spec.cell_offset = 0;
+            let mut stream = match inner.server(&location).await {
+                Ok(s) => s.scan(table_id, &part_spec).await.map_err(|e| (0, e)),
+                Err(e) => Err((
+                    0,
+                    RsError::Rpc(rpc::RpcError::service(
+                        ErrorKind::Unavailable,
+                        e.to_string(),
+                    )),
+                )),
+            };
+            let mut taken = 0u64;
+            let mut stop = false;
+            let mut failure = None;
+            if let Ok(s) = &mut stream {
+                loop {
+                    match s.next().await {
+                        Ok(Some(cell)) => {
+                            taken += 1;
+                            match limiter.judge(&cell) {
+                                Verdict::Take => {
+                                    if tx.send(Ok(cell)).await.is_err() {
+                                        // The reader went away.
+                                        return Ok(());
+                                    }
+                                }
+                                Verdict::Skip => {}
+                                Verdict::Stop => {
+                                    stop = true;
+                                    break;
+                                }
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            failure = Some(e);
+                            break;
+                        }
+                    }
+                }
+            } else if let Err((_, e)) = stream {
+                failure = Some(e);
+            }
+            if let Some(e) = failure {
+                if taken > 0 {
+                    return Err(ClientError::Storage {
+                        kind: e.kind(),
+                        message: format!(
+                            "scan of table {table_id} broke off at range server {location} after {taken} cells: {e}"
+                        ),
+                    });
+                }
+                match inner.rs_failure(&location, table_id, e) {
+                    Attempt::Fatal(e) => return Err(e),
+                    Attempt::Retry(_) => {
+                        // Locations were dropped; the retry loop above finds the new ones.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                }
+            }
+            if stop {
+                break;
+            }
+            let past_span = match (&run_end, &span.1) {
+                (None, _) => true,
+                (Some(e), Some(s)) => e >= s,
+                (Some(_), None) => false,
+            };
+            if past_span {
+                break;
+            }
+            from = run_end;
+        }
+    }
+    Ok(())
+}

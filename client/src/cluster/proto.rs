@@ -1,0 +1,181 @@
+//! The master's rpc messages (hand-written prost, no protoc), shared by the master and its
+//! clients. Layout: docs/formats/cluster.md.
+
+use crate::ClientError;
+
+/// Method names; a change of meaning gets a new name.
+pub mod method {
+    pub const CREATE_NAMESPACE: &str = "master.create_namespace";
+    pub const DROP_NAMESPACE: &str = "master.drop_namespace";
+    pub const CREATE_TABLE: &str = "master.create_table";
+    pub const ALTER_TABLE: &str = "master.alter_table";
+    pub const RENAME_TABLE: &str = "master.rename_table";
+    pub const DROP_TABLE: &str = "master.drop_table";
+    pub const BALANCE: &str = "master.balance";
+    pub const STATUS: &str = "master.status";
+}
+
+/// The certificate name the master presents.
+pub const MASTER_NAME: &str = "master";
+
+/// A DDL request: `path` (and `to` for a rename), `schema_json` for create and alter.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DdlRequest {
+    #[prost(string, tag = "1")]
+    pub path: String,
+    #[prost(string, tag = "2")]
+    pub to: String,
+    #[prost(string, tag = "3")]
+    pub schema_json: String,
+}
+
+/// Outcome codes of a DDL call, one per [`ClientError`] variant, so the client reports exactly
+/// what the embedded database would.
+pub mod code {
+    pub const OK: u32 = 0;
+    pub const NAMESPACE_NOT_FOUND: u32 = 1;
+    pub const NAMESPACE_EXISTS: u32 = 2;
+    pub const NAMESPACE_NOT_EMPTY: u32 = 3;
+    pub const TABLE_NOT_FOUND: u32 = 4;
+    pub const TABLE_EXISTS: u32 = 5;
+    pub const INVALID_INPUT: u32 = 6;
+    pub const STORAGE: u32 = 7;
+}
+
+/// The answer to a DDL call: `code` (see [`code`]), `message` (the name concerned, or the
+/// error text), `kind` (the `common::ErrorKind` of a storage error, as its Debug name) and the
+/// stored schema for create and alter.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct DdlReply {
+    #[prost(uint32, tag = "1")]
+    pub code: u32,
+    #[prost(string, tag = "2")]
+    pub message: String,
+    #[prost(string, tag = "3")]
+    pub kind: String,
+    #[prost(string, tag = "4")]
+    pub schema_json: String,
+}
+
+impl DdlReply {
+    pub fn ok(schema_json: String) -> Self {
+        Self {
+            code: code::OK,
+            schema_json,
+            ..Default::default()
+        }
+    }
+
+    pub fn from_error(e: &ClientError) -> Self {
+        let (code, message, kind) = match e {
+            ClientError::NamespaceNotFound(m) => (code::NAMESPACE_NOT_FOUND, m.clone(), None),
+            ClientError::NamespaceExists(m) => (code::NAMESPACE_EXISTS, m.clone(), None),
+            ClientError::NamespaceNotEmpty(m) => (code::NAMESPACE_NOT_EMPTY, m.clone(), None),
+            ClientError::TableNotFound(m) => (code::TABLE_NOT_FOUND, m.clone(), None),
+            ClientError::TableExists(m) => (code::TABLE_EXISTS, m.clone(), None),
+            ClientError::InvalidInput(m) => (code::INVALID_INPUT, m.clone(), None),
+            ClientError::Storage { kind, message } => (code::STORAGE, message.clone(), Some(*kind)),
+        };
+        Self {
+            code,
+            message,
+            kind: kind.map(|k| format!("{k:?}")).unwrap_or_default(),
+            schema_json: String::new(),
+        }
+    }
+
+    /// The error this reply carries, if any.
+    pub fn into_result(self) -> Result<String, ClientError> {
+        let m = self.message;
+        Err(match self.code {
+            code::OK => return Ok(self.schema_json),
+            code::NAMESPACE_NOT_FOUND => ClientError::NamespaceNotFound(m),
+            code::NAMESPACE_EXISTS => ClientError::NamespaceExists(m),
+            code::NAMESPACE_NOT_EMPTY => ClientError::NamespaceNotEmpty(m),
+            code::TABLE_NOT_FOUND => ClientError::TableNotFound(m),
+            code::TABLE_EXISTS => ClientError::TableExists(m),
+            code::INVALID_INPUT => ClientError::InvalidInput(m),
+            _ => ClientError::Storage {
+                kind: parse_kind(&self.kind),
+                message: m,
+            },
+        })
+    }
+}
+
+fn parse_kind(s: &str) -> common::ErrorKind {
+    use common::ErrorKind as K;
+    [
+        K::NotFound,
+        K::AlreadyExists,
+        K::InvalidInput,
+        K::Corruption,
+        K::Unavailable,
+        K::Internal,
+    ]
+    .into_iter()
+    .find(|k| format!("{k:?}") == s)
+    .unwrap_or(K::Internal)
+}
+
+/// `master.status` and `master.balance` take nothing.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Empty {}
+
+/// One range server as the master sees it.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ServerStatus {
+    #[prost(string, tag = "1")]
+    pub location: String,
+    #[prost(string, tag = "2")]
+    pub addr: String,
+    #[prost(uint32, tag = "3")]
+    pub ranges: u32,
+    #[prost(bool, tag = "4")]
+    pub live: bool,
+}
+
+/// `master.status`: the servers, the METADATA location, unfinished operations.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct MasterStatus {
+    #[prost(message, repeated, tag = "1")]
+    pub servers: Vec<ServerStatus>,
+    #[prost(string, tag = "2")]
+    pub root_location: String,
+    #[prost(string, repeated, tag = "3")]
+    pub operations: Vec<String>,
+    #[prost(uint64, tag = "4")]
+    pub moves: u64,
+    #[prost(uint64, tag = "5")]
+    pub recoveries: u64,
+    /// The active master's process id.
+    #[prost(uint32, tag = "6")]
+    pub pid: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_survives_the_wire() {
+        let errors = [
+            ClientError::NamespaceNotFound("/a".into()),
+            ClientError::NamespaceExists("/a".into()),
+            ClientError::NamespaceNotEmpty("/a".into()),
+            ClientError::TableNotFound("/t".into()),
+            ClientError::TableExists("/t".into()),
+            ClientError::InvalidInput("bad".into()),
+            ClientError::Storage {
+                kind: common::ErrorKind::Unavailable,
+                message: "down".into(),
+            },
+        ];
+        for e in errors {
+            let back = DdlReply::from_error(&e).into_result().unwrap_err();
+            assert_eq!(back.to_string(), e.to_string());
+            assert_eq!(back.kind(), e.kind());
+        }
+        assert_eq!(DdlReply::ok("{}".into()).into_result().unwrap(), "{}");
+    }
+}

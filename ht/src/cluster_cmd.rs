@@ -1,0 +1,386 @@
+//! `ht start`, `ht stop`, `ht status`: a local cluster of separate processes on loopback
+//! (Hyperspace replicas, masters, range servers), described by `<data-dir>/cluster.json`.
+//! Also how `ht shell --cluster` finds and connects to a cluster.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use clap::Args;
+use client::cluster::{ClusterClient, ClusterOptions};
+use serde::{Deserialize, Serialize};
+
+/// The file `ht start` writes and `ht stop`/`ht status`/`ht shell --cluster` read.
+pub const CLUSTER_FILE: &str = "cluster.json";
+
+/// One process of a local cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Proc {
+    /// `hyperspace`, `master` or `rangeserver`.
+    pub role: String,
+    pub name: String,
+    pub pid: u32,
+    pub log: PathBuf,
+}
+
+/// What `ht start` launched.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct ClusterFile {
+    /// Hyperspace replicas as `id@host:port` (kept across restarts: they hold the state).
+    pub hyperspace: Vec<String>,
+    /// The shared file system's URL.
+    pub dfs: String,
+    pub processes: Vec<Proc>,
+}
+
+impl ClusterFile {
+    pub fn read(dir: &Path) -> anyhow::Result<Self> {
+        let p = dir.join(CLUSTER_FILE);
+        let text = std::fs::read_to_string(&p)
+            .with_context(|| format!("cannot read {} (run `ht start` first)", p.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{}: not a cluster file", p.display()))
+    }
+
+    fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        let p = dir.join(CLUSTER_FILE);
+        let tmp = dir.join(format!("{CLUSTER_FILE}.tmp"));
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
+            .with_context(|| format!("cannot write {}", tmp.display()))?;
+        std::fs::rename(&tmp, &p).with_context(|| format!("cannot write {}", p.display()))
+    }
+
+    pub fn hyperspace_addrs(&self) -> anyhow::Result<Vec<SocketAddr>> {
+        self.hyperspace
+            .iter()
+            .map(|p| {
+                let a = p.split_once('@').map_or(p.as_str(), |(_, a)| a);
+                a.parse()
+                    .with_context(|| format!("bad hyperspace address {a:?} in the cluster file"))
+            })
+            .collect()
+    }
+}
+
+#[derive(Args)]
+pub struct StartArgs {
+    /// The cluster's directory (credentials, Hyperspace state, shared file system, logs).
+    #[arg(long = "data-dir", default_value = "./ht-cluster")]
+    data_dir: PathBuf,
+    /// Hyperspace replicas.
+    #[arg(long, default_value_t = 3)]
+    hyperspace: u64,
+    /// Range servers.
+    #[arg(long, default_value_t = 3)]
+    rangeservers: usize,
+    /// Masters (the first to get the master lock is active, the others stand by).
+    #[arg(long, default_value_t = 2)]
+    masters: usize,
+    /// The file system the range servers share (default `file://<data-dir>/fs`).
+    #[arg(long)]
+    dfs: Option<String>,
+    /// Range servers split a range once it holds more than this many bytes.
+    #[arg(long = "split-bytes")]
+    split_bytes: Option<u64>,
+    /// Seconds to wait for the cluster to be ready.
+    #[arg(long, default_value_t = 60)]
+    wait_secs: u64,
+}
+
+#[derive(Args)]
+pub struct DirArgs {
+    /// The cluster's directory.
+    #[arg(long = "data-dir", default_value = "./ht-cluster")]
+    data_dir: PathBuf,
+}
+
+fn this_exe() -> anyhow::Result<PathBuf> {
+    std::env::current_exe().context("cannot find the ht binary")
+}
+
+/// Starts `ht serve ...` detached (own process group, output to a log file).
+fn spawn(dir: &Path, role: &str, name: &str, args: &[String]) -> anyhow::Result<Proc> {
+    use std::os::unix::process::CommandExt;
+    let logs = dir.join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let log = logs.join(format!("{name}.log"));
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .with_context(|| format!("cannot open {}", log.display()))?;
+    let child = Command::new(this_exe()?)
+        .arg("serve")
+        .arg(role)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone()?)
+        .stderr(out)
+        .process_group(0)
+        .spawn()
+        .with_context(|| format!("cannot start {name}"))?;
+    Ok(Proc {
+        role: role.to_string(),
+        name: name.to_string(),
+        pid: child.id(),
+        log,
+    })
+}
+
+/// True if process `pid` exists (and is not a zombie of ours).
+pub fn alive(pid: u32) -> bool {
+    // SAFETY: kill with signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
+fn signal(pid: u32, sig: i32) {
+    // SAFETY: sends a signal to a process this cluster started.
+    unsafe {
+        libc::kill(pid as i32, sig);
+    }
+}
+
+/// Connects a client to the cluster described in `dir`.
+pub fn connect(dir: &Path) -> anyhow::Result<ClusterClient> {
+    let file = ClusterFile::read(dir)?;
+    connect_addrs(file.hyperspace_addrs()?, dir)
+}
+
+/// Connects a client to the cluster whose Hyperspace replicas are `addrs`, with the `client`
+/// certificate of `cred_dir`.
+pub fn connect_addrs(addrs: Vec<SocketAddr>, cred_dir: &Path) -> anyhow::Result<ClusterClient> {
+    let creds = rpc::ClusterCredentials::load(cred_dir, "client").with_context(|| {
+        format!(
+            "cannot load the client credentials from {}",
+            cred_dir.display()
+        )
+    })?;
+    ClusterClient::connect(creds, ClusterOptions::new(addrs))
+        .context("cannot connect to the cluster")
+}
+
+/// `--cluster`: a cluster directory (with `cluster.json`), or Hyperspace addresses
+/// (comma-separated) with credentials from `data_dir`.
+pub fn connect_arg(arg: &str, data_dir: &Path) -> anyhow::Result<ClusterClient> {
+    let p = Path::new(arg);
+    if p.join(CLUSTER_FILE).exists() {
+        return connect(p);
+    }
+    let addrs = arg
+        .split(',')
+        .map(|a| {
+            a.trim().parse::<SocketAddr>().with_context(|| {
+                format!("--cluster {arg:?}: not a cluster directory nor host:port")
+            })
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    connect_addrs(addrs, data_dir)
+}
+
+pub fn start(args: StartArgs) -> anyhow::Result<()> {
+    let dir = &args.data_dir;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let dir = dir.canonicalize()?;
+    let mut file = ClusterFile::read(&dir).unwrap_or_default();
+    if file.processes.iter().any(|p| alive(p.pid)) {
+        bail!(
+            "a cluster is already running from {} (ht stop --data-dir {0})",
+            dir.display()
+        );
+    }
+    if rpc::ClusterCredentials::load(&dir, "client").is_err() {
+        let out = Command::new(this_exe()?)
+            .args(["init", "--data-dir"])
+            .arg(&dir)
+            .output()?;
+        if !out.status.success() {
+            bail!("ht init failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+    if file.hyperspace.len() as u64 != args.hyperspace {
+        file.hyperspace = (1..=args.hyperspace)
+            .map(|id| Ok(format!("{id}@{}", hyperspace::launch::free_addr()?)))
+            .collect::<std::io::Result<_>>()?;
+    }
+    file.dfs = crate::serve_cluster::shared_fs_url(args.dfs.as_deref(), &dir)?;
+    file.processes.clear();
+    let d = dir.display().to_string();
+    let peers = file.hyperspace.join(",");
+    for p in file.hyperspace.clone() {
+        let id = p.split_once('@').map_or("", |(i, _)| i).to_string();
+        let proc = spawn(
+            &dir,
+            "hyperspace",
+            &format!("hyperspace-{id}"),
+            &[
+                "--id".into(),
+                id.clone(),
+                "--peers".into(),
+                peers.clone(),
+                "--data-dir".into(),
+                d.clone(),
+                "--tick-ms".into(),
+                "50".into(),
+            ],
+        )?;
+        file.processes.push(proc);
+    }
+    file.write(&dir)?;
+    let hs = file
+        .hyperspace_addrs()?
+        .iter()
+        .map(|a| a.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let common = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = vec![
+            "--hyperspace".into(),
+            hs.clone(),
+            "--data-dir".into(),
+            d.clone(),
+            "--dfs".into(),
+            file.dfs.clone(),
+        ];
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let mut procs = Vec::new();
+    for i in 1..=args.masters {
+        procs.push(spawn(&dir, "master", &format!("master-{i}"), &common(&[]))?);
+    }
+    for i in 1..=args.rangeservers {
+        procs.push(spawn(&dir, "rangeserver", &format!("rangeserver-{i}"), &{
+            let mut a = common(&["--listen", "127.0.0.1:0"]);
+            if let Some(b) = args.split_bytes {
+                a.extend(["--split-bytes".to_string(), b.to_string()]);
+            }
+            a
+        })?);
+    }
+    file.processes.extend(procs);
+    file.write(&dir)?;
+    // Ready: a master answers, METADATA is assigned, every new range server is live.
+    let deadline = Instant::now() + Duration::from_secs(args.wait_secs);
+    let client = loop {
+        match connect(&dir) {
+            Ok(c) => break c,
+            Err(e) if Instant::now() < deadline => {
+                tracing::debug!(error = %e, "cluster not reachable yet");
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            Err(e) => return Err(e.context("the cluster did not come up")),
+        }
+    };
+    loop {
+        let ready = match client.master_status() {
+            Ok(s) => {
+                !s.root_location.is_empty()
+                    && s.servers.iter().filter(|s| s.live).count() >= args.rangeservers
+                    && s.operations.is_empty()
+            }
+            Err(_) => false,
+        };
+        if ready {
+            break;
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "the cluster in {} is not ready after {} s; see its logs in {}/logs",
+                dir.display(),
+                args.wait_secs,
+                dir.display()
+            );
+        }
+        for p in &file.processes {
+            if !alive(p.pid) {
+                bail!("{} exited; see {}", p.name, p.log.display());
+            }
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    println!(
+        "cluster ready in {}: {} hyperspace replicas, {} masters, {} range servers (ht shell --cluster {0})",
+        dir.display(),
+        args.hyperspace,
+        args.masters,
+        args.rangeservers
+    );
+    Ok(())
+}
+
+pub fn stop(args: DirArgs) -> anyhow::Result<()> {
+    let dir = &args.data_dir;
+    let mut file = ClusterFile::read(dir)?;
+    // Range servers and masters first, Hyperspace last (the others need it to stop cleanly).
+    for roles in [&["rangeserver", "master"][..], &["hyperspace"][..]] {
+        let procs: Vec<&Proc> = file
+            .processes
+            .iter()
+            .filter(|p| roles.contains(&p.role.as_str()))
+            .collect();
+        for p in &procs {
+            signal(p.pid, 15);
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while procs.iter().any(|p| alive(p.pid)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        for p in &procs {
+            if alive(p.pid) {
+                eprintln!("{} did not stop in 15 s; killing it", p.name);
+                signal(p.pid, 9);
+            }
+        }
+    }
+    let n = file.processes.len();
+    file.processes.clear();
+    file.write(dir)?;
+    println!("stopped {n} processes of the cluster in {}", dir.display());
+    Ok(())
+}
+
+pub fn status(args: DirArgs) -> anyhow::Result<()> {
+    let dir = &args.data_dir;
+    let file = ClusterFile::read(dir)?;
+    for p in &file.processes {
+        println!(
+            "{:<14} pid {:<8} {}",
+            p.name,
+            p.pid,
+            if alive(p.pid) { "running" } else { "EXITED" }
+        );
+    }
+    let client = connect(dir)?;
+    match client.hyperspace_status() {
+        Ok(s) => println!(
+            "hyperspace: leader {} at {}, term {}, commit {}",
+            s.leader_id, s.leader_addr, s.term, s.commit
+        ),
+        Err(e) => println!("hyperspace: {e}"),
+    }
+    let st = client
+        .master_status()
+        .context("the master does not answer")?;
+    println!("METADATA on {}", st.root_location);
+    println!("range servers:");
+    for s in &st.servers {
+        println!(
+            "  {:<6} {:<22} {:>5} ranges  {}",
+            s.location,
+            s.addr,
+            s.ranges,
+            if s.live { "live" } else { "dead (recovering)" }
+        );
+    }
+    println!(
+        "moves {}, recoveries {}, unfinished operations {}",
+        st.moves,
+        st.recoveries,
+        st.operations.len()
+    );
+    for op in &st.operations {
+        println!("  {op}");
+    }
+    Ok(())
+}

@@ -1,0 +1,481 @@
+//! The cluster as separate processes (`ht start`): Hyperspace replicas, masters and range
+//! servers on loopback. The HQL golden scripts run against it as they do on the embedded
+//! database; range servers and masters are killed with SIGKILL under load and every
+//! acknowledged cell must stay readable exactly once.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use client::Client;
+use client::cluster::{ClusterClient, ClusterOptions};
+
+/// A cluster started by `ht start`; stopped (and anything left killed) when dropped.
+struct LocalCluster {
+    dir: tempfile::TempDir,
+}
+
+fn ht() -> &'static str {
+    env!("CARGO_BIN_EXE_ht")
+}
+
+#[derive(serde::Deserialize)]
+struct Proc {
+    role: String,
+    name: String,
+    pid: u32,
+}
+
+#[derive(serde::Deserialize)]
+struct ClusterFile {
+    processes: Vec<Proc>,
+}
+
+impl LocalCluster {
+    fn start(hyperspace: u64, masters: usize, rangeservers: usize) -> LocalCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let out = Command::new(ht())
+            .args(["start", "--data-dir"])
+            .arg(dir.path())
+            .args([
+                "--hyperspace",
+                &hyperspace.to_string(),
+                "--masters",
+                &masters.to_string(),
+                "--rangeservers",
+                &rangeservers.to_string(),
+                "--wait-secs",
+                "90",
+            ])
+            .output()
+            .expect("run ht start");
+        let cluster = LocalCluster { dir };
+        assert!(
+            out.status.success(),
+            "ht start failed: {}{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+            cluster.logs()
+        );
+        cluster
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn processes(&self) -> Vec<Proc> {
+        let text = std::fs::read_to_string(self.path().join("cluster.json")).expect("cluster file");
+        serde_json::from_str::<ClusterFile>(&text)
+            .expect("cluster file parses")
+            .processes
+    }
+
+    /// Kills a process with SIGKILL; returns its name.
+    fn kill(&self, pred: impl Fn(&Proc) -> bool) -> String {
+        let p = self
+            .processes()
+            .into_iter()
+            .find(|p| pred(p) && alive(p.pid))
+            .expect("a process to kill");
+        // SAFETY: kills a process this test started.
+        unsafe {
+            libc::kill(p.pid as i32, libc::SIGKILL);
+        }
+        p.name
+    }
+
+    fn client(&self) -> ClusterClient {
+        let creds = rpc::ClusterCredentials::load(self.path(), "client").expect("client creds");
+        let text = std::fs::read_to_string(self.path().join("cluster.json")).expect("cluster file");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let addrs = v["hyperspace"]
+            .as_array()
+            .expect("hyperspace list")
+            .iter()
+            .map(|p| {
+                let s = p.as_str().expect("string");
+                s.split_once('@').expect("id@addr").1.parse().expect("addr")
+            })
+            .collect();
+        ClusterClient::connect(creds, ClusterOptions::new(addrs)).expect("connect")
+    }
+
+    /// The tail of every process log, for failure messages.
+    fn logs(&self) -> String {
+        let mut out = String::new();
+        let logs = self.path().join("logs");
+        let Ok(entries) = std::fs::read_dir(&logs) else {
+            return out;
+        };
+        let mut paths: Vec<PathBuf> = entries.map(|e| e.expect("entry").path()).collect();
+        paths.sort();
+        for p in paths {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            out.push_str(&format!("== {}\n", p.display()));
+            for l in &lines[lines.len().saturating_sub(15)..] {
+                out.push_str(l);
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    unsafe { libc::kill(pid as i32, 0) == 0 }
+}
+
+impl Drop for LocalCluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // Keep the logs of a failed run for whoever looks into it.
+            let keep = std::env::temp_dir().join(format!("ht-cluster-logs-{}", std::process::id()));
+            let _ = std::fs::create_dir_all(&keep);
+            if let Ok(entries) = std::fs::read_dir(self.path().join("logs")) {
+                for e in entries.flatten() {
+                    let _ = std::fs::copy(e.path(), keep.join(e.file_name()));
+                }
+            }
+            eprintln!("logs kept in {}", keep.display());
+        }
+        let _ = Command::new(ht())
+            .args(["stop", "--data-dir"])
+            .arg(self.path())
+            .output();
+        for p in self.processes() {
+            if alive(p.pid) {
+                eprintln!(
+                    "{} ({}) still running after ht stop; killing",
+                    p.name, p.role
+                );
+                // SAFETY: kills a process this test started.
+                unsafe {
+                    libc::kill(p.pid as i32, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+/// Drops every table and namespace, so the next script starts from an empty database.
+fn wipe(client: &dyn Client, ns: &str) {
+    for e in client.listing(ns).expect("listing") {
+        let path = if ns == "/" {
+            format!("/{}", e.name)
+        } else {
+            format!("{ns}/{}", e.name)
+        };
+        if e.is_namespace {
+            wipe(client, &path);
+            client.drop_namespace(&path).expect("drop namespace");
+        } else {
+            client.drop_table(&path).expect("drop table");
+        }
+    }
+}
+
+#[test]
+fn golden_scripts_on_a_cluster() {
+    let cluster = LocalCluster::start(1, 1, 2);
+    let client: Arc<dyn Client> = Arc::new(cluster.client());
+    let mut failed = Vec::new();
+    for (name, script) in hql::golden::scripts() {
+        let text = std::fs::read_to_string(&script).expect("read script");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let actual = hql::golden::run_script(client.clone(), &text, tmp.path());
+        if let Some(diff) = hql::golden::check(&name, &script, Some("cluster"), &actual) {
+            eprintln!("{diff}");
+            failed.push(name);
+        }
+        wipe(client.as_ref(), "/");
+    }
+    assert!(
+        failed.is_empty(),
+        "golden files differ on the cluster: {failed:?}\n{}",
+        cluster.logs()
+    );
+}
+
+#[test]
+fn start_status_stop() {
+    let cluster = LocalCluster::start(1, 1, 1);
+    let out = Command::new(ht())
+        .args(["status", "--data-dir"])
+        .arg(cluster.path())
+        .output()
+        .expect("ht status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "ht status failed: {text}");
+    assert!(text.contains("METADATA on rs1"), "{text}");
+    assert!(text.contains("rs1"), "{text}");
+    assert!(text.contains("live"), "{text}");
+    let shell = Command::new(ht())
+        .args(["shell", "--test-mode", "--cluster"])
+        .arg(cluster.path())
+        .args([
+            "-e",
+            "CREATE TABLE t (a); INSERT INTO t VALUES ('r', 'a', 'v'); SELECT * FROM t;",
+        ])
+        .output()
+        .expect("ht shell");
+    let text = String::from_utf8_lossy(&shell.stdout);
+    assert!(text.ends_with("r\ta\tv\n"), "{text}");
+    let pids: Vec<u32> = cluster.processes().iter().map(|p| p.pid).collect();
+    assert_eq!(pids.len(), 3);
+    let stopped = Command::new(ht())
+        .args(["stop", "--data-dir"])
+        .arg(cluster.path())
+        .output()
+        .expect("ht stop");
+    assert!(stopped.status.success());
+    // `ht stop` returns once they are gone (children of `ht start`, reaped by init).
+    let start = Instant::now();
+    while pids.iter().any(|p| alive(*p)) && start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        pids.iter().all(|p| !alive(*p)),
+        "processes left after ht stop"
+    );
+}
+
+/// Cells the kill test loads (`HT_KILL_TEST_CELLS` overrides).
+fn kill_test_cells() -> u64 {
+    std::env::var("HT_KILL_TEST_CELLS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000)
+}
+
+fn row(loader: u64, i: u64) -> Vec<u8> {
+    format!("{i:08}-{loader}").into_bytes()
+}
+
+fn value(loader: u64, i: u64) -> Vec<u8> {
+    format!("v{loader}:{i}:{}", i.wrapping_mul(2654435761) % 1000).into_bytes()
+}
+
+/// The crash test: 3 Hyperspace replicas, a master and a standby, 3 range servers with
+/// a small split size; 4 loaders write; a range server, then the active master, then the
+/// Hyperspace leader are killed with SIGKILL during the load. Every acknowledged cell must be
+/// readable exactly once afterwards, and DDL must work.
+#[test]
+fn kill_rangeserver_master_and_hyperspace_leader_under_load() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let total = kill_test_cells();
+    let loaders = 4u64;
+    let per_loader = total / loaders;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(ht())
+        .args(["start", "--data-dir"])
+        .arg(dir.path())
+        .args([
+            "--split-bytes",
+            &(4u64 << 20).to_string(),
+            "--wait-secs",
+            "90",
+        ])
+        .output()
+        .expect("ht start");
+    let cluster = LocalCluster { dir };
+    assert!(
+        out.status.success(),
+        "ht start failed: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        cluster.logs()
+    );
+    let admin = cluster.client();
+    let mut schema = common::TableSchema::new(0, "");
+    let fam = schema.add_family("v");
+    schema.families[0].max_versions = 1;
+    admin.create_table("/load", schema).expect("create table");
+
+    let acked_total = Arc::new(AtomicU64::new(0));
+    let failures = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let mut handles = Vec::new();
+    let started = Instant::now();
+    for t in 0..loaders {
+        let client = cluster.client();
+        let acked_total = acked_total.clone();
+        let failures = failures.clone();
+        handles.push(std::thread::spawn(move || {
+            let mut m = client.mutator("/load").expect("mutator");
+            // Rows below `acked` were acknowledged; rows in `unknown` may or may not be there.
+            let mut acked = 0u64;
+            let mut unknown = Vec::new();
+            let mut pending_from = 0u64;
+            for i in 0..per_loader {
+                let cell = common::Mutation {
+                    row: row(t, i),
+                    family: fam,
+                    qualifier: Vec::new(),
+                    timestamp: Some(1_000 + i as i64),
+                    flag: common::key::CellFlag::Insert,
+                    value: value(t, i),
+                };
+                let flush = (i + 1) % 2_000 == 0 || i + 1 == per_loader;
+                let r = m
+                    .set(cell)
+                    .and_then(|()| if flush { m.flush() } else { Ok(()) });
+                match r {
+                    Ok(()) if flush => {
+                        acked_total.fetch_add(i + 1 - pending_from, Ordering::Relaxed);
+                        acked = i + 1;
+                        pending_from = i + 1;
+                    }
+                    Ok(()) => {}
+                    Err(e) => {
+                        eprintln!("loader {t}: write failed at {i}: {e}");
+                        failures.fetch_add(1, Ordering::Relaxed);
+                        unknown.push((pending_from, i + 1));
+                        pending_from = i + 1;
+                        m = client.mutator("/load").expect("mutator");
+                    }
+                }
+            }
+            (acked, unknown, client)
+        }));
+    }
+    // The killer: a range server at 20%, the active master at 45%, the Hyperspace leader at 70%.
+    let wait_for = |fraction: f64| {
+        while (acked_total.load(Ordering::Relaxed) as f64) < fraction * total as f64 {
+            if handles.iter().all(|h| h.is_finished()) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_for(0.2);
+    let killed_rs = cluster.kill(|p| p.role == "rangeserver");
+    let rs_killed_at = Instant::now();
+    eprintln!(
+        "killed {killed_rs} at {} cells",
+        acked_total.load(Ordering::Relaxed)
+    );
+    let recovered_in = loop {
+        let st = admin.master_status().expect("master status");
+        if st.recoveries >= 1 {
+            break rs_killed_at.elapsed();
+        }
+        assert!(
+            rs_killed_at.elapsed() < Duration::from_secs(60),
+            "no recovery after 60 s\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    eprintln!("ranges of {killed_rs} served again after {recovered_in:?}");
+    wait_for(0.45);
+    let active = admin.master_status().expect("master status").pid;
+    let killed_master = cluster.kill(|p| p.role == "master" && p.pid == active);
+    let master_killed_at = Instant::now();
+    let takeover_in = loop {
+        match admin.master_status() {
+            Ok(st) if st.pid != active => break master_killed_at.elapsed(),
+            _ => {}
+        }
+        assert!(
+            master_killed_at.elapsed() < Duration::from_secs(60),
+            "no standby took over\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!("{killed_master} killed; standby active after {takeover_in:?}");
+    wait_for(0.7);
+    let leader = admin
+        .hyperspace_status()
+        .expect("hyperspace status")
+        .leader_id;
+    let killed_hs = cluster.kill(|p| p.name == format!("hyperspace-{leader}"));
+    eprintln!("killed the hyperspace leader {killed_hs}");
+    let mut results = Vec::new();
+    for h in handles {
+        results.push(h.join().expect("loader"));
+    }
+    done.store(true, Ordering::Relaxed);
+    let elapsed = started.elapsed();
+    eprintln!(
+        "loaded {} cells in {elapsed:?} ({:.0} cells/s) with {} failed writes",
+        acked_total.load(Ordering::Relaxed),
+        acked_total.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64(),
+        failures.load(Ordering::Relaxed)
+    );
+    assert_eq!(
+        failures.load(Ordering::Relaxed),
+        0,
+        "writes failed for good"
+    );
+
+    // Every acknowledged cell exactly once, with its value; nothing else but unknown ones.
+    let mut scanner = admin
+        .scanner("/load", common::ScanSpec::default())
+        .expect("scanner");
+    let mut seen = vec![vec![false; per_loader as usize]; loaders as usize];
+    let mut count = 0u64;
+    while let Some(c) = scanner.next_cell().expect("scan") {
+        count += 1;
+        let r = String::from_utf8(c.key.row.clone()).expect("utf-8 row");
+        let (i, t) = r.split_once('-').expect("row shape");
+        let (i, t): (u64, u64) = (i.parse().expect("i"), t.parse().expect("t"));
+        assert_eq!(c.value, value(t, i), "wrong value in row {r}");
+        assert!(!seen[t as usize][i as usize], "row {r} returned twice");
+        seen[t as usize][i as usize] = true;
+    }
+    for (t, (acked, unknown, _)) in results.iter().enumerate() {
+        for i in 0..*acked {
+            let in_unknown = unknown.iter().any(|(a, b)| (*a..*b).contains(&i));
+            assert!(
+                seen[t][i as usize] || in_unknown,
+                "acknowledged row {} is missing",
+                String::from_utf8_lossy(&row(t as u64, i))
+            );
+        }
+    }
+    assert_eq!(count, total - total % loaders, "cells counted");
+    let st = admin.master_status().expect("status");
+    let locations = admin.table_locations("/load").expect("locations");
+    eprintln!(
+        "{} ranges, moves {}, recoveries {}, servers {:?}",
+        locations.len(),
+        st.moves,
+        st.recoveries,
+        st.servers
+    );
+    assert!(
+        locations.len() > 3,
+        "the table did not split: {locations:?}"
+    );
+    let servers: std::collections::BTreeSet<_> =
+        locations.iter().map(|l| l.location.clone()).collect();
+    assert!(servers.len() >= 2, "ranges on one server only: {servers:?}");
+    assert!(st.moves > 0, "no range moved");
+    // DDL still works.
+    let mut s = common::TableSchema::new(0, "");
+    s.add_family("a");
+    admin
+        .create_table("/after", s)
+        .expect("create after the kills");
+    let mut m = admin.mutator("/after").expect("mutator");
+    m.set(common::Mutation::insert("x", 1, "", "y"))
+        .expect("set");
+    m.flush().expect("flush");
+    let mut sc = admin
+        .scanner("/after", common::ScanSpec::default())
+        .expect("scan");
+    assert!(sc.next_cell().expect("next").is_some());
+    admin.drop_table("/after").expect("drop");
+    assert!(
+        recovered_in < Duration::from_secs(30),
+        "recovery took {recovered_in:?}"
+    );
+    assert!(
+        takeover_in < Duration::from_secs(10),
+        "takeover took {takeover_in:?}"
+    );
+}
