@@ -593,10 +593,10 @@ fn remove_own_stores<'a>(inner: &Inner, ranges: impl Iterator<Item = &'a Arc<Ran
         for g in &r.groups {
             let dir = format!("{}/", inner.store_dir(r.table_id, &g.name, r.id));
             for s in &g.state().stores {
-                if s.path().starts_with(&dir) {
-                    if let Err(e) = inner.fs.remove(s.path()) {
-                        tracing::warn!(file = s.path(), error = %e, "could not remove an unused recovered store");
-                    }
+                if s.path().starts_with(&dir)
+                    && let Err(e) = inner.fs.remove(s.path())
+                {
+                    tracing::warn!(file = s.path(), error = %e, "could not remove an unused recovered store");
                 }
             }
         }
