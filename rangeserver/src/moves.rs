@@ -140,16 +140,24 @@ impl Engine {
         inner.table(table_id)?;
         let key = (table_id, end_key(end_row));
         loop {
-            let range =
-                inner
-                    .ranges
-                    .read()
-                    .get(&key)
-                    .cloned()
-                    .ok_or_else(|| Error::NoSuchRange {
+            let Some(range) = inner.ranges.read().get(&key).cloned() else {
+                // A repeated unload (its first answer lost) gets the same record again.
+                let meta = inner.meta.lock();
+                let done = meta
+                    .state()
+                    .unloaded
+                    .get(&(table_id, end_row.map(<[u8]>::to_vec)));
+                return match done {
+                    Some(rec) => {
+                        tracing::info!(table = table_id, end = %show_row(end_row), "unload repeated: the range's record again");
+                        Ok(rec.clone())
+                    }
+                    None => Err(Error::NoSuchRange {
                         table_id,
                         end_row: end_row.map(<[u8]>::to_vec),
-                    })?;
+                    }),
+                };
+            };
             let _m = range.maintenance.lock();
             if range.retired.load(Ordering::Acquire) {
                 // Split (the key now names the upper half) or dropped meanwhile: look again.
@@ -367,6 +375,9 @@ fn finish_unload(inner: &Inner, range: &Arc<Range>) -> Result<RangeRecord> {
             stores: own,
         });
     }
+    ops.push(MetaOp::Unloaded(rec.clone()));
+    // A table dropped meanwhile has no files left to hand over.
+    inner.table(range.table_id)?;
     inner.meta.lock().write(ops)?;
     Ok(rec)
 }
