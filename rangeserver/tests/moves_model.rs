@@ -1,9 +1,11 @@
 //! Model test of ranges moving between engines: three engines with their own roots on one
 //! shared file system, random writes (to whichever engine holds the row), row deletes, splits,
 //! minor and major compactions, moves (unload on one engine, load the record on another),
-//! reopens and scans, against a `BTreeMap` of every acknowledged cell. Every cell must be read
-//! back exactly once, and no file a live range references may ever be deleted (checked through
-//! each engine's meta log after garbage collection and by reopening).
+//! reopens, crashes (another engine recovers the dead one's ranges from its meta log and commit
+//! log; the dead engine comes back under a new root) and scans, against a `BTreeMap` of every
+//! acknowledged cell. Every cell must be read back exactly once, and no file a live range
+//! references may ever be deleted (checked through each engine's meta log after garbage
+//! collection and by reopening).
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use common::TableSchema;
 use common::key::CellFlag;
 use common::schema::{AccessGroupSpec, FamilySpec};
-use dfs_broker::{BlockingFs, LocalFs};
+use dfs_broker::{BlockingFs, FaultAction, FaultFs, FaultOp, FaultRule, LocalFs};
 use proptest::prelude::*;
 use rangeserver::Error;
 use rangeserver::engine::{CompactionKind, Engine, EngineOptions, Mutation};
@@ -31,8 +33,9 @@ fn schema() -> TableSchema {
     s
 }
 
-fn root(i: usize) -> String {
-    format!("/servers/s{i}")
+/// Engine `i`'s root in its `generation` (a crashed engine comes back under a new root).
+fn root(i: usize, generation: u32) -> String {
+    format!("/servers/s{i}-{generation}")
 }
 
 fn options() -> EngineOptions {
@@ -55,6 +58,8 @@ enum Op {
     /// Move the range holding this row to this engine.
     Move(usize, usize),
     Reopen(usize),
+    /// Engine crashes; the next engine recovers its ranges.
+    Crash(usize),
     Scan(usize, usize),
 }
 
@@ -67,6 +72,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (0..ENGINES, any::<bool>()).prop_map(|(e, major)| Op::Compact(e, major)),
         4 => (0..ROWS.len(), 0..ENGINES).prop_map(|(r, e)| Op::Move(r, e)),
         1 => (0..ENGINES).prop_map(Op::Reopen),
+        1 => (0..ENGINES).prop_map(Op::Crash),
         2 => (0..ROWS.len(), 0..ROWS.len()).prop_map(|(a, b)| Op::Scan(a.min(b), a.max(b))),
     ]
 }
@@ -94,17 +100,28 @@ struct World {
     dir: tempfile::TempDir,
     fs: Arc<LocalFs>,
     engines: Vec<Option<Engine>>,
+    /// Per engine: the fault wrapper it runs on (to crash it) and its generation.
+    faults: Vec<Arc<FaultFs>>,
+    generations: Vec<u32>,
 }
 
 impl World {
+    fn root(&self, i: usize) -> String {
+        root(i, self.generations[i])
+    }
+
     fn open(&self, i: usize) -> Engine {
         Engine::open(
-            self.fs.clone(),
-            &root(i),
+            self.faults[i].clone(),
+            &self.root(i),
             options(),
             self.rt.handle().clone(),
         )
         .unwrap_or_else(|e| panic!("open engine {i}: {e}"))
+    }
+
+    fn bfs(&self) -> BlockingFs {
+        BlockingFs::new(self.fs.clone(), self.rt.handle().clone())
     }
 
     fn engine(&self, i: usize) -> &Engine {
@@ -113,8 +130,7 @@ impl World {
 
     /// Every cell-store path the meta log of engine `i` references, read without touching it.
     fn referenced_stores(&self, i: usize) -> Vec<String> {
-        let bfs = BlockingFs::new(self.fs.clone(), self.rt.handle().clone());
-        let state = rangeserver::meta::read_state(&bfs, &format!("{}/meta", root(i)))
+        let state = rangeserver::meta::read_state(&self.bfs(), &format!("{}/meta", self.root(i)))
             .unwrap_or_else(|e| panic!("read meta of engine {i}: {e}"));
         state
             .ranges
@@ -171,7 +187,12 @@ fn run(ops: &[Op]) {
         dir,
         fs,
         engines: Vec::new(),
+        faults: Vec::new(),
+        generations: vec![0; ENGINES],
     };
+    for _ in 0..ENGINES {
+        w.faults.push(FaultFs::new(w.fs.clone()));
+    }
     for i in 0..ENGINES {
         let e = w.open(i);
         w.engines.push(Some(e));
@@ -289,6 +310,40 @@ fn run(ops: &[Op]) {
                 old.close().expect("close");
                 drop(old);
                 w.engines[*e] = Some(w.open(*e));
+            }
+            Op::Crash(dead) => {
+                let dead = *dead;
+                let to = (dead + 1) % ENGINES;
+                // Nothing the dead engine does from now on reaches the disk.
+                w.faults[dead].add_rule(FaultRule::new(FaultOp::Any, FaultAction::Crash));
+                let old = w.engines[dead].take().expect("open");
+                let _ = old.close();
+                drop(old);
+                let dead_root = w.root(dead);
+                let state = rangeserver::meta::read_state(&w.bfs(), &format!("{dead_root}/meta"))
+                    .unwrap_or_else(|e| panic!("op {i}: read meta of {dead_root}: {e}"));
+                let items: Vec<(TableSchema, rangeserver::meta::RangeRecord)> = state
+                    .ranges
+                    .values()
+                    .map(|r| (state.tables[&r.table_id].clone(), r.clone()))
+                    .collect();
+                assert_eq!(
+                    items.len(),
+                    held.iter().filter(|h| h.engine == dead).count(),
+                    "op {i}: the dead engine's meta log"
+                );
+                let ids = w
+                    .engine(to)
+                    .recover_ranges(&dead_root, &items)
+                    .unwrap_or_else(|e| panic!("op {i}: recovery on {to}: {e}"));
+                assert_eq!(ids.len(), items.len());
+                for h in held.iter_mut().filter(|h| h.engine == dead) {
+                    h.engine = to;
+                }
+                // The dead engine comes back empty, under a new root.
+                w.generations[dead] += 1;
+                w.faults[dead] = FaultFs::new(w.fs.clone());
+                w.engines[dead] = Some(w.open(dead));
             }
             Op::Scan(a, b) => {
                 let (lo, hi) = (ROWS[*a], ROWS[*b]);
