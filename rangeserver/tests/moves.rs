@@ -478,3 +478,62 @@ fn recovery_replays_a_dead_log_of_100k_cells() {
     assert_eq!(all_cells(&b).len(), N);
     b.close().expect("close");
 }
+
+/// A split leaves both halves reading the parent's store; when one half moves to another
+/// server before the halves were rewritten, two servers share that file. The exporter's
+/// compactions, garbage collection and orphan removal at reopen must keep it, and so must the
+/// adopter's (it is not under the adopter's root).
+#[test]
+fn a_parent_store_shared_by_halves_on_two_servers_is_never_deleted() {
+    let env = Env::new();
+    let fault = FaultFs::new(env.fs.clone());
+    let a = env.open_on(fault.clone(), "/servers/a");
+    a.create_table(schema()).expect("create");
+    let batch: Vec<Mutation> = (0..100)
+        .map(|i| cell(&format!("r{i:03}"), 1 + (i % 2) as u8, &format!("v{i}")))
+        .collect();
+    a.apply(T, &batch).expect("apply");
+    a.compact(Some(T), CompactionKind::Minor).expect("minor");
+    let parent = a.all_ranges()[0].id;
+    // The halves (the next two range ids) cannot write their own stores yet: they keep
+    // reading the parent's.
+    let (lo, hi) = (parent + 1, parent + 2);
+    for id in [lo, hi] {
+        fault.add_rule(FaultRule::new(FaultOp::Create, FaultAction::Fail).path(format!("/r{id}/")));
+    }
+    a.split(T, b"r050").expect("split");
+    a.wait_for_maintenance();
+    let rec = a.unload_range(T, None).expect("unload");
+    let shared = store_paths(&rec);
+    assert!(
+        !shared.is_empty() && shared.iter().all(|p| p.contains(&format!("/r{parent}/"))),
+        "the upper half still reads the parent's stores: {shared:?}"
+    );
+    let b = env.open("/servers/b");
+    b.load_range_record(&schema(), &rec).expect("load");
+    fault.clear_rules();
+    // The lower half stops sharing on A; the parent's file becomes garbage there, but B reads it.
+    a.compact(Some(T), CompactionKind::Major)
+        .expect("major on a");
+    a.collect_garbage().expect("gc on a");
+    for p in &shared {
+        assert!(env.path(p).exists(), "{p} deleted by A's GC");
+    }
+    a.close().expect("close a");
+    drop(a);
+    let a = env.open("/servers/a");
+    for p in &shared {
+        assert!(env.path(p).exists(), "{p} deleted by A's orphan removal");
+    }
+    // B rewrites its half under its own root; A's file is not B's to delete.
+    b.compact(Some(T), CompactionKind::Major)
+        .expect("major on b");
+    b.collect_garbage().expect("gc on b");
+    for p in &shared {
+        assert!(env.path(p).exists(), "{p} deleted by B");
+    }
+    assert_eq!(all_cells(&a).len(), 50);
+    assert_eq!(all_cells(&b).len(), 50);
+    a.close().expect("close a");
+    b.close().expect("close b");
+}

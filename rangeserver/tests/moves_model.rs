@@ -57,6 +57,9 @@ enum Op {
     Compact(usize, bool),
     /// Move the range holding this row to this engine.
     Move(usize, usize),
+    /// Split at this row and move the upper half at once, while the halves may still share the
+    /// parent's stores (their background rewrite races the move).
+    SplitMove(usize, usize),
     Reopen(usize),
     /// Engine crashes; the next engine recovers its ranges.
     Crash(usize),
@@ -71,6 +74,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (1..ROWS.len()).prop_map(Op::Split),
         2 => (0..ENGINES, any::<bool>()).prop_map(|(e, major)| Op::Compact(e, major)),
         4 => (0..ROWS.len(), 0..ENGINES).prop_map(|(r, e)| Op::Move(r, e)),
+        2 => (1..ROWS.len(), 0..ENGINES).prop_map(|(r, e)| Op::SplitMove(r, e)),
         1 => (0..ENGINES).prop_map(Op::Reopen),
         1 => (0..ENGINES).prop_map(Op::Crash),
         2 => (0..ROWS.len(), 0..ROWS.len()).prop_map(|(a, b)| Op::Scan(a.min(b), a.max(b))),
@@ -244,6 +248,26 @@ fn run(ops: &[Op]) {
                 w.engine(h.engine).apply(TABLE, &[m]).expect("delete row");
                 model.retain(|(mr, _, _), _| mr != row);
             }
+            Op::SplitMove(r, to) => {
+                let row = ROWS[*r];
+                let hi = holder(&held, row);
+                let h = held[hi].clone();
+                if h.start.as_deref() != Some(row) {
+                    w.engine(h.engine)
+                        .split(TABLE, row.as_bytes())
+                        .unwrap_or_else(|e| panic!("op {i}: split at {row}: {e}"));
+                    held[hi].end = Some(row.to_string());
+                    held.insert(
+                        hi + 1,
+                        Held {
+                            start: Some(row.to_string()),
+                            end: h.end.clone(),
+                            engine: h.engine,
+                        },
+                    );
+                }
+                move_range(&w, &mut held, row, *to, i);
+            }
             Op::Split(r) => {
                 let row = ROWS[*r];
                 let hi = holder(&held, row);
@@ -277,34 +301,7 @@ fn run(ops: &[Op]) {
                     Err(err) => panic!("op {i}: compaction on engine {e}: {err}"),
                 }
             }
-            Op::Move(r, to) => {
-                let hi = holder(&held, ROWS[*r]);
-                let from = held[hi].engine;
-                if from != *to {
-                    let end = held[hi].end.clone();
-                    let rec = w
-                        .engine(from)
-                        .unload_range(TABLE, end.as_deref().map(str::as_bytes))
-                        .unwrap_or_else(|e| panic!("op {i}: unload from {from}: {e}"));
-                    assert_eq!(
-                        rec.start_row.as_deref(),
-                        held[hi].start.as_deref().map(str::as_bytes)
-                    );
-                    w.engine(*to)
-                        .load_range_record(&schema(), &rec)
-                        .unwrap_or_else(|e| panic!("op {i}: load on {to}: {e}"));
-                    held[hi].engine = *to;
-                    // The old holder refuses the rows now.
-                    let row = held[hi].start.clone().unwrap_or_else(|| "0".into());
-                    match w
-                        .engine(from)
-                        .apply(TABLE, &[Mutation::insert(row.as_str(), 1, "", "x")])
-                    {
-                        Err(Error::NotHere { .. }) => {}
-                        res => panic!("op {i}: engine {from} still took row {row}: {res:?}"),
-                    }
-                }
-            }
+            Op::Move(r, to) => move_range(&w, &mut held, ROWS[*r], *to, i),
             Op::Reopen(e) => {
                 let old = w.engines[*e].take().expect("open");
                 old.close().expect("close");
@@ -384,6 +381,40 @@ fn run(ops: &[Op]) {
     check(&w, &held, &model, ops.len(), &Op::Reopen(0));
     for e in w.engines.iter().flatten() {
         e.close().expect("close");
+    }
+}
+
+/// Moves the range holding `row` to engine `to` (unload there, load the record here).
+fn move_range(w: &World, held: &mut [Held], row: &str, to: usize, i: usize) {
+    let hi = held
+        .iter()
+        .position(|h| h.contains(row))
+        .expect("every row is held");
+    let from = held[hi].engine;
+    if from == to {
+        return;
+    }
+    let end = held[hi].end.clone();
+    let rec = w
+        .engine(from)
+        .unload_range(TABLE, end.as_deref().map(str::as_bytes))
+        .unwrap_or_else(|e| panic!("op {i}: unload from {from}: {e}"));
+    assert_eq!(
+        rec.start_row.as_deref(),
+        held[hi].start.as_deref().map(str::as_bytes)
+    );
+    w.engine(to)
+        .load_range_record(&schema(), &rec)
+        .unwrap_or_else(|e| panic!("op {i}: load on {to}: {e}"));
+    held[hi].engine = to;
+    // The old holder refuses the rows now.
+    let row = held[hi].start.clone().unwrap_or_else(|| "0".into());
+    match w
+        .engine(from)
+        .apply(TABLE, &[Mutation::insert(row.as_str(), 1, "", "x")])
+    {
+        Err(Error::NotHere { .. }) => {}
+        res => panic!("op {i}: engine {from} still took row {row}: {res:?}"),
     }
 }
 
