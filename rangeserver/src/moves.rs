@@ -187,9 +187,14 @@ impl Engine {
                     Ok(rec)
                 }
                 Err(e) => {
-                    // Hold it again: its data is in its caches and stores as before.
+                    // Hold it again: its data is in its caches and stores as before. Unless its
+                    // table was dropped meanwhile: then it goes with the table.
                     let _gate = inner.gate.write();
-                    inner.ranges.write().insert(key, range.clone());
+                    if inner.tables.read().contains_key(&table_id) {
+                        inner.ranges.write().insert(key, range.clone());
+                    } else {
+                        range.retired.store(true, Ordering::Release);
+                    }
                     inner.unloading.lock().retain(|r| !Arc::ptr_eq(r, &range));
                     Err(e)
                 }
