@@ -194,6 +194,9 @@ impl Engine {
                         inner.ranges.write().insert(key, range.clone());
                     } else {
                         range.retired.store(true, Ordering::Release);
+                        for g in &range.groups {
+                            inner.sub_cache_bytes(g.state().cache_bytes());
+                        }
                     }
                     inner.unloading.lock().retain(|r| !Arc::ptr_eq(r, &range));
                     Err(e)
