@@ -590,3 +590,45 @@ fn a_recovery_interrupted_by_a_crash_can_be_retried() {
     assert_eq!(env.files("/servers/a"), a_files, "A's files changed");
     b.close().expect("close");
 }
+
+/// The dead engine's last commit-log block is torn (it died while appending it; that batch was
+/// never acknowledged): recovery skips it by the torn-tail rule and returns every acknowledged
+/// cell.
+#[test]
+fn recovery_skips_a_torn_last_block_of_the_dead_log() {
+    let env = Env::new();
+    let fa = FaultFs::new(env.fs.clone());
+    let a = env.open_on(fa.clone(), "/servers/a");
+    a.create_table(schema()).expect("create");
+    for b in 0..10 {
+        let batch: Vec<Mutation> = (0..100)
+            .map(|i| cell(&format!("r{b}-{i:03}"), 1, "acked"))
+            .collect();
+        a.apply(T, &batch).expect("apply");
+    }
+    fa.add_rule(
+        FaultRule::new(FaultOp::Append, FaultAction::TearCrash { keep_bytes: 40 })
+            .path("/servers/a/log/"),
+    );
+    let torn: Vec<Mutation> = (0..100)
+        .map(|i| cell(&format!("t{i:03}"), 1, "never acked"))
+        .collect();
+    assert!(
+        a.apply(T, &torn).is_err(),
+        "the torn batch is not acknowledged"
+    );
+    let _ = a.close();
+    drop(a);
+    let state = read_state(&env.bfs(), "/servers/a/meta").expect("read");
+    let items: Vec<(TableSchema, RangeRecord)> = state
+        .ranges
+        .values()
+        .map(|r| (state.tables[&r.table_id].clone(), r.clone()))
+        .collect();
+    let b = env.open("/servers/b");
+    b.recover_ranges("/servers/a", &items).expect("recover");
+    let got = all_cells(&b);
+    assert_eq!(got.len(), 1000);
+    assert!(got.iter().all(|c| c.2 == "acked"));
+    b.close().expect("close");
+}
