@@ -140,7 +140,8 @@ impl Engine {
         inner.table(table_id)?;
         let key = (table_id, end_key(end_row));
         loop {
-            let Some(range) = inner.ranges.read().get(&key).cloned() else {
+            let found = inner.ranges.read().get(&key).cloned();
+            let Some(range) = found else {
                 // A repeated unload (its first answer lost) gets the same record again.
                 let meta = inner.meta.lock();
                 let done = meta
@@ -297,23 +298,22 @@ impl Engine {
         if phantoms.is_empty() {
             return Ok(answers.iter().map(|r| r.id).collect());
         }
-        let result = replay_into(inner, dead_root, &tables, &phantoms).and_then(|cells| {
-            let new_tables: Vec<Arc<TableInfo>> = tables
-                .values()
-                .filter(|(_, new)| *new)
-                .map(|(t, _)| t.clone())
-                .collect();
-            let fresh: Vec<Arc<Range>> = phantoms.values().cloned().collect();
-            let ids = install(inner, &new_tables, &fresh, true)?;
-            Ok((cells, ids))
-        });
-        let (cells, ids) = match result {
-            Ok(x) => x,
+        let cells = match replay_into(inner, dead_root, &tables, &phantoms) {
+            Ok(n) => n,
             Err(e) => {
                 remove_own_stores(inner, phantoms.values());
                 return Err(e);
             }
         };
+        let new_tables: Vec<Arc<TableInfo>> = tables
+            .values()
+            .filter(|(_, new)| *new)
+            .map(|(t, _)| t.clone())
+            .collect();
+        let fresh: Vec<Arc<Range>> = phantoms.values().cloned().collect();
+        // If this fails, the meta-log record may still have reached the disk: the new stores
+        // stay (orphans, removed at the next open, unless that record names them).
+        let ids = install(inner, &new_tables, &fresh, true)?;
         // A phantom whose place a concurrent call took is not used: its files go.
         let unused: Vec<Arc<Range>> = phantoms
             .values()
