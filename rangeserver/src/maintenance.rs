@@ -255,7 +255,7 @@ pub fn compact_group(
     Ok(())
 }
 
-fn queue_follow_ups(inner: &Inner, range: &Arc<Range>, gi: usize) {
+pub(crate) fn queue_follow_ups(inner: &Inner, range: &Arc<Range>, gi: usize) {
     if range.retired.load(Ordering::Acquire) {
         return;
     }

@@ -413,7 +413,7 @@ fn install(
     ranges: &[Arc<Range>],
     reuse_held: bool,
 ) -> Result<Vec<u64>> {
-    let _gate = inner.gate.write();
+    let gate = inner.gate.write();
     let mut tables = inner.tables.write();
     let mut ids = Vec::with_capacity(ranges.len());
     let mut fresh = Vec::new();
@@ -460,9 +460,20 @@ fn install(
     for t in registered {
         tables.insert(t.schema.id, t.clone());
     }
-    let mut map = inner.ranges.write();
-    for r in fresh {
-        map.insert((r.table_id, end_key(r.end_row.as_deref())), r);
+    {
+        let mut map = inner.ranges.write();
+        for r in &fresh {
+            map.insert((r.table_id, end_key(r.end_row.as_deref())), r.clone());
+        }
+    }
+    drop(tables);
+    drop(gate);
+    // Recovery may have left many small stores, and a range may arrive bigger than the split
+    // size: the usual merges and splits follow in the background.
+    for r in &fresh {
+        for gi in 0..r.groups.len() {
+            maintenance::queue_follow_ups(inner, r, gi);
+        }
     }
     Ok(ids)
 }
