@@ -470,7 +470,7 @@ fn config() -> ProptestConfig {
     let cases = std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(12);
+        .unwrap_or(24);
     ProptestConfig {
         cases,
         max_shrink_iters: 500,
