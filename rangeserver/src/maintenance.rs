@@ -255,7 +255,7 @@ pub fn compact_group(
     Ok(())
 }
 
-fn queue_follow_ups(inner: &Inner, range: &Arc<Range>, gi: usize) {
+pub(crate) fn queue_follow_ups(inner: &Inner, range: &Arc<Range>, gi: usize) {
     if range.retired.load(Ordering::Acquire) {
         return;
     }
@@ -642,10 +642,12 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
 
 /// Deletes replaced cell stores that no range references and no scanner holds.
 pub fn collect_garbage(inner: &Inner) -> Result<()> {
+    let unloading = inner.unloading.lock().clone();
     let referenced: std::collections::HashSet<String> = inner
         .ranges
         .read()
         .values()
+        .chain(unloading.iter())
         .flat_map(|r| {
             r.groups.iter().flat_map(|g| {
                 g.state()

@@ -71,6 +71,9 @@ pub enum MetaOp {
     /// Table ids dropped here (in snapshots): such an id is never registered again, since the
     /// commit log may still hold the dropped table's cells.
     DroppedTables(Vec<u32>),
+    /// The record an unload of a range returned, kept (per table and end row, the latest) so
+    /// that a repeated `unload_range` whose first answer was lost returns it again.
+    Unloaded(RangeRecord),
 }
 
 /// The state the meta log describes.
@@ -86,6 +89,8 @@ pub struct MetaState {
     pub exported: BTreeMap<String, u32>,
     /// Tables dropped here; their ids are never registered again.
     pub dropped_tables: BTreeSet<u32>,
+    /// The last record unloaded per (table, end row), for repeated unloads.
+    pub unloaded: BTreeMap<(u32, Option<Vec<u8>>), RangeRecord>,
 }
 
 impl MetaState {
@@ -106,6 +111,7 @@ impl MetaState {
                 self.ranges.retain(|_, r| r.table_id != *id);
                 // Every server drops the table: its exported files may go now.
                 self.exported.retain(|_, t| t != id);
+                self.unloaded.retain(|(t, _), _| t != id);
                 self.dropped_tables.insert(*id);
             }
             MetaOp::PutRange(r) => {
@@ -129,6 +135,10 @@ impl MetaState {
                 }
             }
             MetaOp::DroppedTables(ids) => self.dropped_tables.extend(ids.iter().copied()),
+            MetaOp::Unloaded(r) => {
+                self.unloaded
+                    .insert((r.table_id, r.end_row.clone()), r.clone());
+            }
         }
     }
 
@@ -156,6 +166,7 @@ impl MetaState {
                 .into_iter()
                 .map(|(table_id, stores)| MetaOp::ExportStores { table_id, stores }),
         );
+        ops.extend(self.unloaded.values().cloned().map(MetaOp::Unloaded));
         if !self.dropped_tables.is_empty() {
             ops.push(MetaOp::DroppedTables(
                 self.dropped_tables.iter().copied().collect(),

@@ -140,16 +140,25 @@ impl Engine {
         inner.table(table_id)?;
         let key = (table_id, end_key(end_row));
         loop {
-            let range =
-                inner
-                    .ranges
-                    .read()
-                    .get(&key)
-                    .cloned()
-                    .ok_or_else(|| Error::NoSuchRange {
+            let found = inner.ranges.read().get(&key).cloned();
+            let Some(range) = found else {
+                // A repeated unload (its first answer lost) gets the same record again.
+                let meta = inner.meta.lock();
+                let done = meta
+                    .state()
+                    .unloaded
+                    .get(&(table_id, end_row.map(<[u8]>::to_vec)));
+                return match done {
+                    Some(rec) => {
+                        tracing::info!(table = table_id, end = %show_row(end_row), "unload repeated: the range's record again");
+                        Ok(rec.clone())
+                    }
+                    None => Err(Error::NoSuchRange {
                         table_id,
                         end_row: end_row.map(<[u8]>::to_vec),
-                    })?;
+                    }),
+                };
+            };
             let _m = range.maintenance.lock();
             if range.retired.load(Ordering::Acquire) {
                 // Split (the key now names the upper half) or dropped meanwhile: look again.
@@ -179,9 +188,17 @@ impl Engine {
                     Ok(rec)
                 }
                 Err(e) => {
-                    // Hold it again: its data is in its caches and stores as before.
+                    // Hold it again: its data is in its caches and stores as before. Unless its
+                    // table was dropped meanwhile: then it goes with the table.
                     let _gate = inner.gate.write();
-                    inner.ranges.write().insert(key, range.clone());
+                    if inner.tables.read().contains_key(&table_id) {
+                        inner.ranges.write().insert(key, range.clone());
+                    } else {
+                        range.retired.store(true, Ordering::Release);
+                        for g in &range.groups {
+                            inner.sub_cache_bytes(g.state().cache_bytes());
+                        }
+                    }
                     inner.unloading.lock().retain(|r| !Arc::ptr_eq(r, &range));
                     Err(e)
                 }
@@ -281,23 +298,22 @@ impl Engine {
         if phantoms.is_empty() {
             return Ok(answers.iter().map(|r| r.id).collect());
         }
-        let result = replay_into(inner, dead_root, &tables, &phantoms).and_then(|cells| {
-            let new_tables: Vec<Arc<TableInfo>> = tables
-                .values()
-                .filter(|(_, new)| *new)
-                .map(|(t, _)| t.clone())
-                .collect();
-            let fresh: Vec<Arc<Range>> = phantoms.values().cloned().collect();
-            let ids = install(inner, &new_tables, &fresh, true)?;
-            Ok((cells, ids))
-        });
-        let (cells, ids) = match result {
-            Ok(x) => x,
+        let cells = match replay_into(inner, dead_root, &tables, &phantoms) {
+            Ok(n) => n,
             Err(e) => {
                 remove_own_stores(inner, phantoms.values());
                 return Err(e);
             }
         };
+        let new_tables: Vec<Arc<TableInfo>> = tables
+            .values()
+            .filter(|(_, new)| *new)
+            .map(|(t, _)| t.clone())
+            .collect();
+        let fresh: Vec<Arc<Range>> = phantoms.values().cloned().collect();
+        // If this fails, the meta-log record may still have reached the disk: the new stores
+        // stay (orphans, removed at the next open, unless that record names them).
+        let ids = install(inner, &new_tables, &fresh, true)?;
         // A phantom whose place a concurrent call took is not used: its files go.
         let unused: Vec<Arc<Range>> = phantoms
             .values()
@@ -367,6 +383,9 @@ fn finish_unload(inner: &Inner, range: &Arc<Range>) -> Result<RangeRecord> {
             stores: own,
         });
     }
+    ops.push(MetaOp::Unloaded(rec.clone()));
+    // A table dropped meanwhile has no files left to hand over.
+    inner.table(range.table_id)?;
     inner.meta.lock().write(ops)?;
     Ok(rec)
 }
@@ -394,7 +413,7 @@ fn install(
     ranges: &[Arc<Range>],
     reuse_held: bool,
 ) -> Result<Vec<u64>> {
-    let _gate = inner.gate.write();
+    let gate = inner.gate.write();
     let mut tables = inner.tables.write();
     let mut ids = Vec::with_capacity(ranges.len());
     let mut fresh = Vec::new();
@@ -441,9 +460,20 @@ fn install(
     for t in registered {
         tables.insert(t.schema.id, t.clone());
     }
-    let mut map = inner.ranges.write();
-    for r in fresh {
-        map.insert((r.table_id, end_key(r.end_row.as_deref())), r);
+    {
+        let mut map = inner.ranges.write();
+        for r in &fresh {
+            map.insert((r.table_id, end_key(r.end_row.as_deref())), r.clone());
+        }
+    }
+    drop(tables);
+    drop(gate);
+    // Recovery may have left many small stores, and a range may arrive bigger than the split
+    // size: the usual merges and splits follow in the background.
+    for r in &fresh {
+        for gi in 0..r.groups.len() {
+            maintenance::queue_follow_ups(inner, r, gi);
+        }
     }
     Ok(ids)
 }
