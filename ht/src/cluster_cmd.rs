@@ -67,32 +67,32 @@ impl ClusterFile {
 pub struct StartArgs {
     /// The cluster's directory (credentials, Hyperspace state, shared file system, logs).
     #[arg(long = "data-dir", default_value = "./ht-cluster")]
-    data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
     /// Hyperspace replicas.
     #[arg(long, default_value_t = 3)]
-    hyperspace: u64,
+    pub(crate) hyperspace: u64,
     /// Range servers.
     #[arg(long, default_value_t = 3)]
-    rangeservers: usize,
+    pub(crate) rangeservers: usize,
     /// Masters (the first to get the master lock is active, the others stand by).
     #[arg(long, default_value_t = 2)]
-    masters: usize,
+    pub(crate) masters: usize,
     /// The file system the range servers share (default `file://<data-dir>/fs`).
     #[arg(long)]
-    dfs: Option<String>,
+    pub(crate) dfs: Option<String>,
     /// Range servers split a range once it holds more than this many bytes.
     #[arg(long = "split-bytes")]
-    split_bytes: Option<u64>,
+    pub(crate) split_bytes: Option<u64>,
     /// Seconds to wait for the cluster to be ready.
     #[arg(long, default_value_t = 60)]
-    wait_secs: u64,
+    pub(crate) wait_secs: u64,
 }
 
 #[derive(Args)]
 pub struct DirArgs {
     /// The cluster's directory.
     #[arg(long = "data-dir", default_value = "./ht-cluster")]
-    data_dir: PathBuf,
+    pub(crate) data_dir: PathBuf,
 }
 
 fn this_exe() -> anyhow::Result<PathBuf> {

@@ -49,6 +49,13 @@ pub struct LoadArgs {
     /// Skip the engine reference runs.
     #[arg(long)]
     no_engine: bool,
+    /// Also load into a local cluster of this many range servers (processes started like
+    /// `ht start`; the loaders talk to them over QUIC) and compare with the embedded database.
+    #[arg(long)]
+    cluster: Option<usize>,
+    /// Concurrent loaders (threads of this process, one generated file each) in cluster mode.
+    #[arg(long, default_value_t = 1)]
+    loaders: usize,
 }
 
 /// One load run's figures.
@@ -64,6 +71,9 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         .with_context(|| format!("bad --durability '{}'", args.durability))?;
     if args.runs == 0 {
         bail!("--runs must be at least 1");
+    }
+    if let Some(servers) = args.cluster {
+        return cluster_bench(&args, servers, durability);
     }
     let (base, _tmp) = super::work_dir(&args.dir, "ht-bench-load-")?;
     std::fs::create_dir_all(&base)?;
@@ -380,5 +390,170 @@ fn report(args: &LoadArgs, runs: &[Run]) -> anyhow::Result<()> {
         args.runs,
         path.display()
     );
+    Ok(())
+}
+
+/// Loads `files` concurrently, one loader thread per file, into [`TABLE`] of `client`; returns
+/// the elapsed seconds and each loader's report.
+fn parallel_load(client: &dyn Client, files: &[PathBuf]) -> anyhow::Result<(f64, Vec<LoadReport>)> {
+    let start = Instant::now();
+    let reports = std::thread::scope(|s| -> anyhow::Result<Vec<LoadReport>> {
+        let handles: Vec<_> = files
+            .iter()
+            .map(|file| {
+                s.spawn(move || -> anyhow::Result<LoadReport> {
+                    let stmt = LoadData {
+                        options: LoadOptions::default(),
+                        source: DataSource::Stdin,
+                        target: LoadTarget::Table(TABLE.into()),
+                    };
+                    let mut input = QueryLogReader::open(std::slice::from_ref(file))?;
+                    let ctx = LoadContext {
+                        client,
+                        namespace: "/",
+                        progress: false,
+                        skip_bad_lines: false,
+                        stdin: Some(&mut input),
+                    };
+                    Ok(load_data(ctx, &stmt)?)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| anyhow::anyhow!("a loader panicked"))?)
+            .collect()
+    })?;
+    Ok((start.elapsed().as_secs_f64(), reports))
+}
+
+fn table_schema(durability: Durability) -> TableSchema {
+    let mut schema = TableSchema::new(0, "");
+    for f in FAMILIES {
+        schema.add_family(f);
+    }
+    schema.durability = durability;
+    schema
+}
+
+/// One row of the cluster comparison.
+struct ClusterRow {
+    mode: String,
+    elapsed_s: f64,
+    cells: u64,
+    per_loader: Vec<f64>,
+}
+
+/// `--cluster N`: the same files loaded by the same loaders into the embedded database and
+/// into a local cluster of N range servers; the cluster's rate relative to the embedded one.
+fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> anyhow::Result<()> {
+    let loaders = args.loaders.max(1);
+    let (base, _tmp) = super::work_dir(&args.dir, "ht-bench-load-")?;
+    std::fs::create_dir_all(&base)?;
+    let mut files = Vec::new();
+    for i in 0..loaders {
+        let p = base.join(format!("query-log-{}-{}.tsv", args.lines, args.seed + i as u64));
+        if !p.exists() {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&p)?);
+            querylog::generate(args.lines, args.seed + i as u64, &mut w)?;
+            std::io::Write::flush(&mut w)?;
+        }
+        files.push(p);
+    }
+    println!(
+        "ht bench load --cluster {servers}: {} runs, {loaders} loaders x {} lines, durability {} ({})",
+        args.runs,
+        args.lines,
+        durability.name(),
+        super::machine()
+    );
+    let mut rows: Vec<ClusterRow> = Vec::new();
+    for run in 1..=args.runs {
+        let dir = base.join(format!("embedded-{run}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let client = EmbeddedClient::open(&dir, EmbeddedOptions::default())?;
+        client.create_table(TABLE, table_schema(durability))?;
+        let (elapsed_s, reports) = parallel_load(&client, &files)?;
+        client.close()?;
+        drop(client);
+        let _ = std::fs::remove_dir_all(&dir);
+        rows.push(ClusterRow {
+            mode: "embedded".into(),
+            elapsed_s,
+            cells: reports.iter().map(|r| r.cells).sum(),
+            per_loader: reports.iter().map(|r| r.cells_per_sec()).collect(),
+        });
+        let dir = base.join(format!("cluster-{run}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        crate::cluster_cmd::start(crate::cluster_cmd::StartArgs {
+            data_dir: dir.clone(),
+            hyperspace: 1,
+            rangeservers: servers,
+            masters: 1,
+            dfs: None,
+            split_bytes: None,
+            wait_secs: 60,
+        })?;
+        let loaded = (|| -> anyhow::Result<(f64, Vec<LoadReport>)> {
+            let client = crate::cluster_cmd::connect(&dir)?;
+            client.create_table(TABLE, table_schema(durability))?;
+            parallel_load(&client, &files)
+        })();
+        let stopped = crate::cluster_cmd::stop(crate::cluster_cmd::DirArgs {
+            data_dir: dir.clone(),
+        });
+        let (elapsed_s, reports) = loaded?;
+        stopped?;
+        let _ = std::fs::remove_dir_all(&dir);
+        rows.push(ClusterRow {
+            mode: format!("cluster, {servers} range servers"),
+            elapsed_s,
+            cells: reports.iter().map(|r| r.cells).sum(),
+            per_loader: reports.iter().map(|r| r.cells_per_sec()).collect(),
+        });
+        for r in &rows[rows.len() - 2..] {
+            eprintln!(
+                "run {run} {}: {:.0} inserts/s",
+                r.mode,
+                r.cells as f64 / r.elapsed_s
+            );
+        }
+    }
+    let med = |mode: &str, f: &dyn Fn(&ClusterRow) -> f64| {
+        super::median(&rows.iter().filter(|r| r.mode == mode).map(f).collect::<Vec<_>>())
+    };
+    let modes = ["embedded".to_string(), format!("cluster, {servers} range servers")];
+    let rate = |r: &ClusterRow| r.cells as f64 / r.elapsed_s;
+    let base_rate = med(&modes[0], &rate);
+    println!();
+    println!("| mode | loaders | elapsed s | inserts | inserts/s total | inserts/s per loader | ratio to embedded |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let mut summary = Vec::new();
+    for m in &modes {
+        let total = med(m, &rate);
+        let per = med(m, &|r| super::median(&r.per_loader));
+        let elapsed = med(m, &|r| r.elapsed_s);
+        let cells = rows.iter().find(|r| &r.mode == m).map_or(0, |r| r.cells);
+        println!(
+            "| {m} | {loaders} | {elapsed:.2} | {cells} | {total:.0} | {per:.0} | {:.2} |",
+            total / base_rate
+        );
+        summary.push(format!(
+            "{m}: {total:.0} inserts/s ({per:.0} per loader, {:.2}x embedded)",
+            total / base_rate
+        ));
+    }
+    let line = format!(
+        "| {} | {} | {} | `{}` | load --cluster: {loaders} loaders x {} lines; {} |",
+        super::utc_now(),
+        super::git_commit(),
+        super::machine(),
+        super::command_line(),
+        args.lines,
+        summary.join("; ")
+    );
+    let path = super::append_result(&line)?;
+    println!("(medians of {} runs; appended to {})", args.runs, path.display());
     Ok(())
 }
