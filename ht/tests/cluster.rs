@@ -479,3 +479,101 @@ fn kill_rangeserver_master_and_hyperspace_leader_under_load() {
         "takeover took {takeover_in:?}"
     );
 }
+
+/// A master killed after logging an operation: the standby takes over and finishes it.
+#[test]
+fn standby_master_finishes_what_the_dead_one_logged() {
+    use client::cluster::layout::{HT, NEXT_TABLE_ID, OP_ATTR, OPS};
+    use hyperspace::command::flags;
+    use master::ops::{Operation, op_node};
+    let cluster = LocalCluster::start(1, 2, 1);
+    let admin = cluster.client();
+    let active = admin.master_status().expect("status").pid;
+    let killed = cluster.kill(|p| p.role == "master" && p.pid == active);
+    let killed_at = Instant::now();
+    // What the dead master would have left: a logged table creation, no step of it done.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let creds = rpc::ClusterCredentials::load(cluster.path(), "client").expect("creds");
+    let addrs = {
+        let text = std::fs::read_to_string(cluster.path().join("cluster.json")).expect("file");
+        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
+        v["hyperspace"]
+            .as_array()
+            .expect("list")
+            .iter()
+            .map(|p| {
+                p.as_str()
+                    .expect("str")
+                    .split_once('@')
+                    .expect("@")
+                    .1
+                    .parse()
+                    .expect("addr")
+            })
+            .collect::<Vec<std::net::SocketAddr>>()
+    };
+    rt.block_on(async {
+        let (hs, _events) = hyperspace::client::Hyperspace::connect(
+            addrs,
+            creds,
+            hyperspace::client::ClientOptions::default(),
+        )
+        .await
+        .expect("session");
+        let id = hs.attr_incr(HT, NEXT_TABLE_ID, 1).await.expect("id") as u32;
+        let mut schema = common::TableSchema::new(id, "/left");
+        schema.add_family("a");
+        let seq = hs.attr_incr(OPS, "next_op", 1).await.expect("seq") as u64;
+        let node = op_node(seq);
+        let h = hs
+            .open(&node, flags::READ | flags::WRITE | flags::CREATE, 0)
+            .await
+            .expect("create op");
+        hs.close(h).await.expect("close");
+        let op = Operation::CreateTable {
+            path: "/left".into(),
+            schema,
+            location: None,
+        };
+        hs.attr_set(node.as_str(), OP_ATTR, op.to_json())
+            .await
+            .expect("log op");
+        hs.close_session().await.expect("close session");
+    });
+    let takeover = loop {
+        if let Ok(st) = admin.master_status()
+            && st.pid != active
+        {
+            break killed_at.elapsed();
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(30),
+            "no takeover\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!("{killed} killed; the standby took over in {takeover:?}");
+    assert!(
+        takeover < Duration::from_secs(10),
+        "takeover took {takeover:?}"
+    );
+    while !admin.table_exists("/left").expect("exists") {
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(30),
+            "the logged creation was not finished\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut m = admin.mutator("/left").expect("mutator");
+    m.set(common::Mutation::insert("r", 1, "", "v"))
+        .expect("set");
+    m.flush().expect("flush");
+    let mut sc = admin
+        .scanner("/left", common::ScanSpec::default())
+        .expect("scanner");
+    let c = sc.next_cell().expect("next").expect("a cell");
+    assert_eq!(c.value, b"v");
+    assert!(admin.master_status().expect("status").operations.is_empty());
+}

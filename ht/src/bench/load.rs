@@ -452,7 +452,11 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
     std::fs::create_dir_all(&base)?;
     let mut files = Vec::new();
     for i in 0..loaders {
-        let p = base.join(format!("query-log-{}-{}.tsv", args.lines, args.seed + i as u64));
+        let p = base.join(format!(
+            "query-log-{}-{}.tsv",
+            args.lines,
+            args.seed + i as u64
+        ));
         if !p.exists() {
             let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&p)?);
             querylog::generate(args.lines, args.seed + i as u64, &mut w)?;
@@ -521,13 +525,24 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
         }
     }
     let med = |mode: &str, f: &dyn Fn(&ClusterRow) -> f64| {
-        super::median(&rows.iter().filter(|r| r.mode == mode).map(f).collect::<Vec<_>>())
+        super::median(
+            &rows
+                .iter()
+                .filter(|r| r.mode == mode)
+                .map(f)
+                .collect::<Vec<_>>(),
+        )
     };
-    let modes = ["embedded".to_string(), format!("cluster, {servers} range servers")];
+    let modes = [
+        "embedded".to_string(),
+        format!("cluster, {servers} range servers"),
+    ];
     let rate = |r: &ClusterRow| r.cells as f64 / r.elapsed_s;
     let base_rate = med(&modes[0], &rate);
     println!();
-    println!("| mode | loaders | elapsed s | inserts | inserts/s total | inserts/s per loader | ratio to embedded |");
+    println!(
+        "| mode | loaders | elapsed s | inserts | inserts/s total | inserts/s per loader | ratio to embedded |"
+    );
     println!("|---|---:|---:|---:|---:|---:|---:|");
     let mut summary = Vec::new();
     for m in &modes {
@@ -554,6 +569,10 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
         summary.join("; ")
     );
     let path = super::append_result(&line)?;
-    println!("(medians of {} runs; appended to {})", args.runs, path.display());
+    println!(
+        "(medians of {} runs; appended to {})",
+        args.runs,
+        path.display()
+    );
     Ok(())
 }
