@@ -807,7 +807,8 @@ impl Master {
     }
 
     /// Makes `location` know the table and hold its range `[start, end)` (if it holds no range
-    /// of the table yet).
+    /// of the table yet). An empty range record is adopted, which registers the table too
+    /// (unlike `rs.create_table`, whatever table ids the server has seen before).
     async fn ensure_range(
         &mut self,
         location: &str,
@@ -815,28 +816,30 @@ impl Master {
         start: Option<&[u8]>,
         end: Option<&[u8]>,
     ) -> Result<()> {
-        let s = schema.clone();
-        match self
-            .on_server(location, |c| async move { c.create_table(&s).await })
-            .await?
-        {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(rs_err(location, e)),
-        }
         let id = schema.id;
         let held = self
             .on_server(location, |c| async move { c.ranges(id).await })
-            .await?
-            .map_err(|e| rs_err(location, e))?;
-        if held.is_empty() {
-            let (start, end) = (start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
-            self.on_server(location, |c| async move {
-                c.load_range(id, start.as_deref(), end.as_deref()).await
-            })
-            .await?
-            .map_err(|e| rs_err(location, e))?;
+            .await?;
+        match held {
+            Ok(r) if !r.is_empty() => return Ok(()),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(rs_err(location, e)),
         }
+        let record = rangeserver::meta::RangeRecord {
+            id: 0,
+            table_id: id,
+            start_row: start.map(<[u8]>::to_vec),
+            end_row: end.map(<[u8]>::to_vec),
+            groups: Vec::new(),
+        };
+        let s = schema.clone();
+        self.on_server(
+            location,
+            |c| async move { c.adopt_range(&s, &record).await },
+        )
+        .await?
+        .map_err(|e| rs_err(location, e))?;
         Ok(())
     }
 
