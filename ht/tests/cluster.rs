@@ -218,11 +218,16 @@ fn start_status_stop() {
         .arg(cluster.path())
         .args([
             "-e",
-            "CREATE TABLE t (a); INSERT INTO t VALUES ('r', 'a', 'v'); SELECT * FROM t;",
+            "CREATE TABLE t (a); INSERT INTO t VALUES ('r', 'a', 'v'); COMPACT TABLE t; \
+             WAIT FOR MAINTENANCE; BALANCE; STATUS; SELECT * FROM t;",
         ])
         .output()
         .expect("ht shell");
     let text = String::from_utf8_lossy(&shell.stdout);
+    assert!(!text.contains("Error"), "{text}");
+    assert!(text.contains("mode\tcluster\n"), "{text}");
+    assert!(text.contains("range_servers\t1\n"), "{text}");
+    assert!(text.contains("root_location\trs1\n"), "{text}");
     assert!(text.ends_with("r\ta\tv\n"), "{text}");
     let pids: Vec<u32> = cluster.processes().iter().map(|p| p.pid).collect();
     assert_eq!(pids.len(), 3);
