@@ -32,7 +32,21 @@ pub struct ClusterFile {
     pub hyperspace: Vec<String>,
     /// The shared file system's URL.
     pub dfs: String,
+    /// ht's own DFS when `ht start --dfs hdfs-like|kfs-like|kfs-like-rs` runs one: the
+    /// metadata server's and the chunk servers' addresses (their identities: kept across
+    /// restarts).
+    #[serde(default)]
+    pub chunkfs: Option<ChunkfsProcs>,
     pub processes: Vec<Proc>,
+}
+
+/// The chunkfs processes of a local cluster.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ChunkfsProcs {
+    /// `hdfs-like`, `kfs-like` or `kfs-like-rs`.
+    pub flavour: String,
+    pub meta: String,
+    pub chunkservers: Vec<String>,
 }
 
 impl ClusterFile {
@@ -77,9 +91,14 @@ pub struct StartArgs {
     /// Masters (the first to get the master lock is active, the others stand by).
     #[arg(long, default_value_t = 2)]
     pub(crate) masters: usize,
-    /// The file system the range servers share (default `file://<data-dir>/fs`).
+    /// The file system the range servers share: a URL (default `file://<data-dir>/fs`), or
+    /// `hdfs-like`, `kfs-like` (3 replicas written in parallel) or `kfs-like-rs` (Reed-Solomon
+    /// 6+3) to run ht's own DFS with the cluster.
     #[arg(long)]
     pub(crate) dfs: Option<String>,
+    /// Chunk servers of ht's own DFS (default 3; 9 for kfs-like-rs).
+    #[arg(long)]
+    pub(crate) chunkservers: Option<usize>,
     /// Range servers split a range once it holds more than this many bytes.
     #[arg(long = "split-bytes")]
     pub(crate) split_bytes: Option<u64>,
@@ -203,9 +222,68 @@ pub fn start(args: StartArgs) -> anyhow::Result<()> {
             .map(|id| Ok(format!("{id}@{}", hyperspace::launch::free_addr()?)))
             .collect::<std::io::Result<_>>()?;
     }
-    file.dfs = crate::serve_cluster::shared_fs_url(args.dfs.as_deref(), &dir)?;
     file.processes.clear();
     let d = dir.display().to_string();
+    let flavour = args
+        .dfs
+        .as_deref()
+        .filter(|f| ["hdfs-like", "kfs-like", "kfs-like-rs"].contains(f));
+    if let Some(flavour) = flavour {
+        let n = args
+            .chunkservers
+            .unwrap_or(if flavour == "kfs-like-rs" { 9 } else { 3 });
+        let reuse = file
+            .chunkfs
+            .as_ref()
+            .filter(|c| c.flavour == flavour && c.chunkservers.len() == n)
+            .cloned();
+        let procs = match reuse {
+            Some(c) => c,
+            None => ChunkfsProcs {
+                flavour: flavour.to_string(),
+                meta: hyperspace::launch::free_addr()?.to_string(),
+                chunkservers: (0..n)
+                    .map(|_| Ok(hyperspace::launch::free_addr()?.to_string()))
+                    .collect::<std::io::Result<_>>()?,
+            },
+        };
+        let mut meta_args: Vec<String> = vec![
+            "--listen".into(),
+            procs.meta.clone(),
+            "--data-dir".into(),
+            d.clone(),
+            "--flavour".into(),
+            flavour.trim_end_matches("-rs").to_string(),
+        ];
+        if flavour == "kfs-like-rs" {
+            meta_args.extend(["--rs".to_string(), "6+3".to_string()]);
+        }
+        file.processes
+            .push(spawn(&dir, "chunkfs-meta", "chunkfs-meta", &meta_args)?);
+        for (i, addr) in procs.chunkservers.iter().enumerate() {
+            let store = dir.join(format!("chunkserver-{}", i + 1));
+            file.processes.push(spawn(
+                &dir,
+                "chunkserver",
+                &format!("chunkserver-{}", i + 1),
+                &[
+                    "--listen".into(),
+                    addr.clone(),
+                    "--data-dir".into(),
+                    d.clone(),
+                    "--store".into(),
+                    store.display().to_string(),
+                    "--meta".into(),
+                    procs.meta.clone(),
+                ],
+            )?);
+        }
+        file.dfs = format!("{}://{}", flavour.trim_end_matches("-rs"), procs.meta);
+        file.chunkfs = Some(procs);
+    } else {
+        file.chunkfs = None;
+        file.dfs = crate::serve_cluster::shared_fs_url(args.dfs.as_deref(), &dir)?;
+    }
     let peers = file.hyperspace.join(",");
     for p in file.hyperspace.clone() {
         let id = p.split_once('@').map_or("", |(i, _)| i).to_string();
@@ -313,7 +391,11 @@ pub fn stop(args: DirArgs) -> anyhow::Result<()> {
     let dir = &args.data_dir;
     let mut file = ClusterFile::read(dir)?;
     // Range servers and masters first, Hyperspace last (the others need it to stop cleanly).
-    for roles in [&["rangeserver", "master"][..], &["hyperspace"][..]] {
+    for roles in [
+        &["rangeserver", "master"][..],
+        &["chunkserver", "chunkfs-meta"][..],
+        &["hyperspace"][..],
+    ] {
         let procs: Vec<&Proc> = file
             .processes
             .iter()

@@ -496,6 +496,7 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
             rangeservers: servers,
             masters: 1,
             dfs: None,
+            chunkservers: None,
             split_bytes: None,
             wait_secs: 60,
         })?;
