@@ -832,6 +832,7 @@ impl Client for ClusterClient {
             limit_cells: self.inner.opts.mutator_buffer_cells.max(1),
             limit_bytes: self.inner.opts.mutator_buffer_bytes.max(1),
             flushed: 0,
+            in_flight: None,
         }))
     }
 
@@ -936,6 +937,9 @@ fn parse_schema(json: &str) -> Result<TableSchema> {
     })
 }
 
+/// Buffers cells and sends them while the next buffer fills: at most one buffer is in flight
+/// (so a table's cells reach each server in the order they were set, and memory stays within
+/// two buffers); `flush` waits for it.
 struct ClusterMutator {
     inner: Arc<Inner>,
     rt: tokio::runtime::Handle,
@@ -945,19 +949,26 @@ struct ClusterMutator {
     limit_cells: usize,
     limit_bytes: usize,
     flushed: u64,
+    in_flight: Option<(tokio::task::JoinHandle<Result<()>>, u64)>,
 }
 
-impl TableMutator for ClusterMutator {
-    fn set(&mut self, m: Mutation) -> Result<()> {
-        self.buf_bytes += m.row.len() + m.qualifier.len() + m.value.len() + 32;
-        self.buf.push(m);
-        if self.buf.len() >= self.limit_cells || self.buf_bytes >= self.limit_bytes {
-            self.flush()?;
-        }
+impl ClusterMutator {
+    /// Waits for the buffer in flight; its cells are durable once this returns `Ok`.
+    fn settle(&mut self) -> Result<()> {
+        let Some((task, n)) = self.in_flight.take() else {
+            return Ok(());
+        };
+        self.rt.block_on(task).map_err(|e| ClientError::Storage {
+            kind: ErrorKind::Internal,
+            message: format!("update task failed: {e}"),
+        })??;
+        self.flushed += n;
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<()> {
+    /// Starts sending the buffer once the one before it has arrived.
+    fn send(&mut self) -> Result<()> {
+        self.settle()?;
         if self.buf.is_empty() {
             return Ok(());
         }
@@ -966,10 +977,27 @@ impl TableMutator for ClusterMutator {
         self.buf_bytes = 0;
         let inner = self.inner.clone();
         let table_id = self.table_id;
-        self.rt
-            .block_on(async move { inner.apply(table_id, cells).await })?;
-        self.flushed += n;
+        let task = self
+            .rt
+            .spawn(async move { inner.apply(table_id, cells).await });
+        self.in_flight = Some((task, n));
         Ok(())
+    }
+}
+
+impl TableMutator for ClusterMutator {
+    fn set(&mut self, m: Mutation) -> Result<()> {
+        self.buf_bytes += m.row.len() + m.qualifier.len() + m.value.len() + 32;
+        self.buf.push(m);
+        if self.buf.len() >= self.limit_cells || self.buf_bytes >= self.limit_bytes {
+            self.send()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.send()?;
+        self.settle()
     }
 
     fn cells_flushed(&self) -> u64 {
