@@ -47,12 +47,15 @@ pub struct ChunkFsOptions {
     pub max_peer_connections: usize,
     /// Attempts at a send before the writer gives up (each failure moves to a new block).
     pub max_write_attempts: u32,
+    /// Connections silent this long are dropped (keep-alives every third of it): how a dead
+    /// server is noticed by calls in flight.
+    pub idle_timeout: Duration,
 }
 
 impl Default for ChunkFsOptions {
     fn default() -> Self {
         Self {
-            call_timeout: Duration::from_secs(30),
+            call_timeout: Duration::from_secs(10),
             chunk_call_timeout: Duration::from_secs(10),
             retry: RetryPolicy {
                 max_attempts: 12,
@@ -64,6 +67,7 @@ impl Default for ChunkFsOptions {
             max_reads_in_flight: 16,
             max_peer_connections: 256,
             max_write_attempts: 5,
+            idle_timeout: Duration::from_secs(3),
         }
     }
 }
@@ -134,7 +138,15 @@ impl ChunkFs {
                 format!("chunkfs metadata server {meta}: {e}"),
             )
         };
-        let client = rpc::Client::connect(meta, META_SERVER_NAME, credentials)
+        let client_options = rpc::ClientOptions {
+            idle_timeout: options.idle_timeout,
+            connect_timeout: Duration::from_secs(5),
+            ..Default::default()
+        };
+        let config = credentials
+            .client_config(options.idle_timeout)
+            .map_err(|e| fail(e.to_string()))?;
+        let client = rpc::Client::connect_with(meta, META_SERVER_NAME, config, client_options)
             .await
             .map_err(|e| fail(e.to_string()))?;
         let status: MetaStatusReply = client
@@ -164,7 +176,11 @@ impl ChunkFs {
                 url: format!("{}://{meta}", flavour.name()),
                 flavour,
                 layout,
-                peers: Peers::new(credentials.clone(), options.max_peer_connections),
+                peers: Peers::new(
+                    credentials.clone(),
+                    options.max_peer_connections,
+                    options.idle_timeout,
+                ),
                 options,
                 coder,
             }),
@@ -199,6 +215,18 @@ impl ChunkFs {
                 format!("{}: undecodable status: {e}", self.inner.url),
             )
         })
+    }
+
+    /// Reads `len` bytes at `offset` of one replica of a chunk on one server, checksums
+    /// verified there (tests and tools check each replica with it).
+    pub async fn read_replica(
+        &self,
+        server: &str,
+        chunk_id: u64,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, String> {
+        self.inner.chunk_read(server, chunk_id, offset, len).await
     }
 
     /// The blocks of a file and the servers of each chunk.

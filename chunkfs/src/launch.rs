@@ -178,6 +178,14 @@ impl LocalDfs {
         self.dir.join(format!("chunkserver-{i}"))
     }
 
+    /// The data file of chunk `chunk_id` on chunk server `i` (tests corrupt it).
+    pub fn chunk_file(&self, i: usize, chunk_id: u64) -> PathBuf {
+        crate::chunk::store::ChunkStore::chunk_data_path(
+            &self.chunk_dir(i).join("chunks"),
+            chunk_id,
+        )
+    }
+
     fn spawn_chunk(&mut self, i: usize) -> std::io::Result<()> {
         let log = self.log(&format!("chunkserver-{i}"))?;
         let o = &self.options;

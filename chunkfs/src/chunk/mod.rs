@@ -44,6 +44,8 @@ pub struct ChunkServerOptions {
     /// Connections to other servers kept open (pipeline and copies).
     pub max_peer_connections: usize,
     pub call_timeout: Duration,
+    /// Connections to peers silent this long are dropped (a dead peer is noticed by it).
+    pub peer_idle_timeout: Duration,
 }
 
 impl ChunkServerOptions {
@@ -58,6 +60,7 @@ impl ChunkServerOptions {
             max_concurrent_replications: 4,
             max_peer_connections: 256,
             call_timeout: Duration::from_secs(5),
+            peer_idle_timeout: Duration::from_secs(3),
         }
     }
 }
@@ -66,14 +69,18 @@ impl ChunkServerOptions {
 pub(crate) struct Peers {
     credentials: ClusterCredentials,
     max: usize,
+    /// A connection silent this long is closed (keep-alives every third of it): how a dead
+    /// peer is noticed.
+    idle_timeout: Duration,
     clients: tokio::sync::Mutex<HashMap<String, Arc<rpc::Client>>>,
 }
 
 impl Peers {
-    pub(crate) fn new(credentials: ClusterCredentials, max: usize) -> Self {
+    pub(crate) fn new(credentials: ClusterCredentials, max: usize, idle_timeout: Duration) -> Self {
         Self {
             credentials,
             max: max.max(1),
+            idle_timeout,
             clients: tokio::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -93,6 +100,7 @@ impl Peers {
             .map_err(|e| format!("bad server address {addr:?}: {e}"))?;
         let options = rpc::ClientOptions {
             connect_timeout: Duration::from_secs(3),
+            idle_timeout: self.idle_timeout,
             ..Default::default()
         };
         let config = self
@@ -147,7 +155,11 @@ impl ChunkServer {
             .map_err(|e| e.to_string())?
             .map_err(|e| e.message)?;
         let replications = Semaphore::new(options.max_concurrent_replications.max(1));
-        let peers = Peers::new(credentials.clone(), options.max_peer_connections);
+        let peers = Peers::new(
+            credentials.clone(),
+            options.max_peer_connections,
+            options.peer_idle_timeout,
+        );
         // The identity must be known before binding when port 0 is asked for: bind first.
         let holder: Arc<Mutex<Option<Arc<Shared>>>> = Arc::new(Mutex::new(None));
         let server = rpc::Server::bind(

@@ -161,7 +161,7 @@ impl MetaServer {
             }),
             flavour,
             started: Instant::now(),
-            peers: Peers::new(credentials.clone(), 1024),
+            peers: Peers::new(credentials.clone(), 1024, Duration::from_secs(3)),
             options,
         });
         let server = rpc::Server::bind(
@@ -198,7 +198,8 @@ impl MetaServer {
 fn under_replicated(st: &State) -> u64 {
     let mut n = 0;
     for (_, f) in st.cp.namespace.files() {
-        for b in f.blocks.iter().filter(|b| b.complete) {
+        // An empty block (abandoned before its first byte) has nothing to keep.
+        for b in f.blocks.iter().filter(|b| b.complete && b.len > 0) {
             for c in &b.chunks {
                 if st.locs.get(c).map_or(0, Vec::len) < b.layout.replicas() {
                     n += 1;
@@ -633,7 +634,7 @@ fn tick(shared: &Shared) -> Vec<(u64, String, String, u64)> {
         .collect();
     let mut picked = Vec::new();
     for (_, f) in st.cp.namespace.files() {
-        for b in f.blocks.iter().filter(|b| b.complete) {
+        for b in f.blocks.iter().filter(|b| b.complete && b.len > 0) {
             for (k, c) in b.chunks.iter().enumerate() {
                 if st.repairs.len() + picked.len() >= max {
                     break;
