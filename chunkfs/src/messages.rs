@@ -29,6 +29,8 @@ pub mod method {
     pub const CHUNK_FINALIZE: &str = "chunk.finalize";
     pub const CHUNK_REPLICATE: &str = "chunk.replicate";
     pub const CHUNK_STATUS: &str = "chunk.status";
+    /// Rebuild a lost chunk of a striped block on this server from its siblings.
+    pub const CHUNK_RECONSTRUCT: &str = "chunk.reconstruct";
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -374,4 +376,18 @@ pub struct ReplicateRequest {
 pub struct ChunkStatusReply {
     #[prost(message, repeated, tag = "1")]
     pub chunks: Vec<ChunkInfo>,
+}
+
+/// Rebuilds chunk `index` of a striped block of `block_length` logical bytes on the receiving
+/// server, reading the cells of the other chunks (`chunks`, all of the block's, in order).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReconstructRequest {
+    #[prost(uint32, tag = "1")]
+    pub index: u32,
+    #[prost(uint64, tag = "2")]
+    pub block_length: u64,
+    #[prost(message, optional, tag = "3")]
+    pub layout: Option<WireLayout>,
+    #[prost(message, repeated, tag = "4")]
+    pub chunks: Vec<WireChunk>,
 }

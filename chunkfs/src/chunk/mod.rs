@@ -73,6 +73,8 @@ pub(crate) struct Peers {
     /// peer is noticed.
     idle_timeout: Duration,
     clients: tokio::sync::Mutex<HashMap<String, Arc<rpc::Client>>>,
+    /// Servers whose last connection attempt failed, and when.
+    unreachable: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 impl Peers {
@@ -82,18 +84,30 @@ impl Peers {
             max: max.max(1),
             idle_timeout,
             clients: tokio::sync::Mutex::new(HashMap::new()),
+            unreachable: Mutex::new(HashMap::new()),
         }
     }
 
-    /// A client for `addr`, presenting `server_name`.
+    /// A client for `addr`, presenting `server_name`. A server that could not be reached is
+    /// not tried again for `idle_timeout / 3`: callers fail over at once meanwhile.
     pub(crate) async fn get(
         &self,
         addr: &str,
         server_name: &str,
     ) -> Result<Arc<rpc::Client>, String> {
-        let mut clients = self.clients.lock().await;
-        if let Some(c) = clients.get(addr) {
-            return Ok(c.clone());
+        {
+            let clients = self.clients.lock().await;
+            if let Some(c) = clients.get(addr) {
+                return Ok(c.clone());
+            }
+        }
+        if let Some(at) = self.unreachable.lock().get(addr)
+            && at.elapsed() < self.idle_timeout / 3
+        {
+            return Err(format!(
+                "{addr} was unreachable {}ms ago",
+                at.elapsed().as_millis()
+            ));
         }
         let sock: SocketAddr = addr
             .parse()
@@ -107,15 +121,28 @@ impl Peers {
             .credentials
             .client_config(options.idle_timeout)
             .map_err(|e| e.to_string())?;
-        let client = rpc::Client::connect_with(sock, server_name, config, options)
-            .await
-            .map_err(|e| e.to_string())?;
+        // Connecting happens outside the lock: one dead server must not hold up the others.
+        let client = match rpc::Client::connect_with(sock, server_name, config, options).await {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                let mut unreachable = self.unreachable.lock();
+                if unreachable.len() >= self.max {
+                    unreachable.clear();
+                }
+                unreachable.insert(addr.to_string(), std::time::Instant::now());
+                return Err(e.to_string());
+            }
+        };
+        self.unreachable.lock().remove(addr);
+        let mut clients = self.clients.lock().await;
+        if let Some(c) = clients.get(addr) {
+            return Ok(c.clone());
+        }
         if clients.len() >= self.max
             && let Some(k) = clients.keys().next().cloned()
         {
             clients.remove(&k);
         }
-        let client = Arc::new(client);
         clients.insert(addr.to_string(), client.clone());
         Ok(client)
     }
@@ -284,6 +311,17 @@ impl Service for ChunkService {
                     .map(|message| ChunkError {
                         code: chunk_code::IO,
                         message,
+                    });
+                WriteReply { error, length: 0 }.encode_to_vec()
+            }
+            method::CHUNK_RECONSTRUCT => {
+                let req: ReconstructRequest = decode(method, payload)?;
+                let error = reconstruct(&shared, &req)
+                    .await
+                    .err()
+                    .map(|message| ChunkError {
+                        code: chunk_code::IO,
+                        message: format!("chunk server {}: {message}", shared.addr),
                     });
                 WriteReply { error, length: 0 }.encode_to_vec()
             }
@@ -480,6 +518,113 @@ async fn replicate(shared: &Arc<Shared>, req: &ReplicateRequest) -> Result<(), S
         Some(e) => Err(e.message),
         None => Ok(()),
     }
+}
+
+/// Reads `len` bytes at `offset` of a chunk from the first of its servers that answers.
+async fn read_remote(
+    shared: &Arc<Shared>,
+    chunk: &WireChunk,
+    offset: u64,
+    len: usize,
+) -> Result<Vec<u8>, String> {
+    let mut last = String::from("no server known");
+    for s in &chunk.servers {
+        let client = match shared.peers.get(s, CHUNK_SERVER_NAME).await {
+            Ok(c) => c,
+            Err(e) => {
+                last = e;
+                continue;
+            }
+        };
+        let req = ReadRequest {
+            chunk_id: chunk.chunk_id,
+            offset,
+            len: len as u64,
+        };
+        match client
+            .call_message::<_, ReadReply>(method::CHUNK_READ, &req, shared.options.call_timeout)
+            .await
+        {
+            Ok(ReadReply {
+                error: None, data, ..
+            }) if data.len() == len => return Ok(data.to_vec()),
+            Ok(ReadReply { error: Some(e), .. }) => last = e.message,
+            Ok(_) => last = format!("{s}: short read"),
+            Err(e) => {
+                shared.peers.forget(s).await;
+                last = e.to_string();
+            }
+        }
+    }
+    Err(format!("chunk {}: {last}", chunk.chunk_id))
+}
+
+/// Rebuilds a lost chunk of a striped block here, stripe by stripe, from any `data` siblings.
+async fn reconstruct(shared: &Arc<Shared>, req: &ReconstructRequest) -> Result<(), String> {
+    let _permit = shared
+        .replications
+        .acquire()
+        .await
+        .map_err(|e| e.to_string())?;
+    let layout = req
+        .layout
+        .as_ref()
+        .and_then(crate::Layout::from_wire)
+        .ok_or("no valid layout")?;
+    let crate::Layout::Striped {
+        data,
+        parity,
+        cell_bytes,
+    } = layout
+    else {
+        return Err("not a striped block".into());
+    };
+    let total = (data + parity) as usize;
+    let k = req.index as usize;
+    if req.chunks.len() != total || k >= total {
+        return Err(format!(
+            "{} chunks for a {data}+{parity} block",
+            req.chunks.len()
+        ));
+    }
+    let coder = crate::rs::Coder::new(data as usize, parity as usize)?;
+    let c = u64::from(cell_bytes);
+    let want = crate::rs::chunk_len(layout, req.block_length, k);
+    let target = req.chunks[k].chunk_id;
+    let stripes = want.div_ceil(c);
+    let mut written = 0u64;
+    for s in 0..stripes.max(1) {
+        let reads = (0..total).map(|i| async move {
+            if i == k {
+                return None;
+            }
+            let have = crate::rs::chunk_len(layout, req.block_length, i);
+            let n = have.saturating_sub(s * c).min(c) as usize;
+            let mut cell = if n == 0 {
+                Vec::new()
+            } else {
+                read_remote(shared, &req.chunks[i], s * c, n).await.ok()?
+            };
+            cell.resize(c as usize, 0);
+            Some(cell)
+        });
+        let mut shards: Vec<Option<Vec<u8>>> = futures_util::future::join_all(reads).await;
+        coder.reconstruct(&mut shards)?;
+        let mut cell = shards[k].take().ok_or("stripe not rebuilt")?;
+        cell.truncate(want.saturating_sub(s * c).min(c) as usize);
+        let store = shared.store.clone();
+        let (create, offset) = (s == 0, written);
+        let n = cell.len() as u64;
+        blocking(move || store.write(target, offset, &cell, create, false))
+            .await
+            .map_err(|e| e.message)?;
+        written += n;
+    }
+    let store = shared.store.clone();
+    blocking(move || store.finalize(target, want))
+        .await
+        .map_err(|e| e.message)?;
+    Ok(())
 }
 
 async fn heartbeat_loop(shared: Arc<Shared>) {

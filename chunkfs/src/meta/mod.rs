@@ -552,10 +552,10 @@ async fn tick_loop(shared: Arc<Shared>) {
     loop {
         tokio::time::sleep(period).await;
         let jobs = tick(&shared);
-        for (chunk, source, target, length) in jobs {
+        for (chunk, target, job) in jobs {
             let shared = shared.clone();
             tokio::spawn(async move {
-                let result = repair(&shared, chunk, &source, &target, length).await;
+                let result = repair(&shared, chunk, &target, job).await;
                 let mut st = shared.state.lock();
                 st.repairs.remove(&chunk);
                 match result {
@@ -566,47 +566,61 @@ async fn tick_loop(shared: Arc<Shared>) {
                                 servers.push(target.clone());
                             }
                             st.repairs_done += 1;
-                            info!(chunk, %source, %target, "chunk re-replicated");
+                            info!(chunk, %target, "chunk re-replicated");
                         }
                     }
-                    Err(e) => warn!(chunk, %source, %target, error = %e, "chunk repair failed"),
+                    Err(e) => warn!(chunk, %target, error = %e, "chunk repair failed"),
                 }
             });
         }
     }
 }
 
-async fn repair(
-    shared: &Shared,
-    chunk: u64,
-    source: &str,
-    target: &str,
-    length: u64,
-) -> Result<(), String> {
-    let client = shared.peers.get(source, CHUNK_SERVER_NAME).await?;
-    let req = ReplicateRequest {
-        chunk_id: chunk,
-        length,
-        target: target.to_string(),
+async fn repair(shared: &Shared, chunk: u64, target: &str, job: Repair) -> Result<(), String> {
+    let (server, method, payload) = match job {
+        Repair::Copy { source, length } => {
+            let req = ReplicateRequest {
+                chunk_id: chunk,
+                length,
+                target: target.to_string(),
+            };
+            (source, method::CHUNK_REPLICATE, req.encode_to_vec())
+        }
+        Repair::Rebuild(req) => (
+            target.to_string(),
+            method::CHUNK_RECONSTRUCT,
+            req.encode_to_vec(),
+        ),
     };
-    let reply: WriteReply = match client
-        .call_message(method::CHUNK_REPLICATE, &req, shared.options.call_timeout)
+    let client = shared.peers.get(&server, CHUNK_SERVER_NAME).await?;
+    let reply = match client
+        .call(method, payload.into(), shared.options.call_timeout)
         .await
     {
         Ok(r) => r,
         Err(e) => {
-            shared.peers.forget(source).await;
+            shared.peers.forget(&server).await;
             return Err(e.to_string());
         }
     };
+    let reply =
+        WriteReply::decode(reply).map_err(|e| format!("undecodable {method} reply: {e}"))?;
     match reply.error {
         Some(e) => Err(e.message),
         None => Ok(()),
     }
 }
 
-/// Marks silent servers dead and picks repairs: (chunk, source, target, length).
-fn tick(shared: &Shared) -> Vec<(u64, String, String, u64)> {
+/// How a chunk is repaired.
+enum Repair {
+    /// Copied from a replica.
+    Copy { source: String, length: u64 },
+    /// Rebuilt from the other chunks of its striped block.
+    Rebuild(ReconstructRequest),
+}
+
+/// Marks silent servers dead and picks repairs: (chunk, target, how).
+fn tick(shared: &Shared) -> Vec<(u64, String, Repair)> {
     let mut st = shared.state.lock();
     let now = Instant::now();
     let dead: Vec<String> = st
@@ -640,7 +654,8 @@ fn tick(shared: &Shared) -> Vec<(u64, String, String, u64)> {
                     break;
                 }
                 let servers = st.locs.get(c).map(Vec::as_slice).unwrap_or(&[]);
-                if servers.is_empty()
+                let striped = matches!(b.layout, Layout::Striped { .. });
+                if (servers.is_empty() && !striped)
                     || servers.len() >= b.layout.replicas()
                     || st.repairs.contains(c)
                 {
@@ -662,12 +677,28 @@ fn tick(shared: &Shared) -> Vec<(u64, String, String, u64)> {
                     .map(|(a, _)| a.clone());
                 let Some(target) = target else { continue };
                 *load.entry(target.clone()).or_default() += 1;
-                picked.push((
-                    *c,
-                    servers[0].clone(),
-                    target,
-                    rs::chunk_len(b.layout, b.len, k),
-                ));
+                let job = if servers.is_empty() {
+                    // A lost chunk of a striped block: rebuilt on the target from its siblings.
+                    Repair::Rebuild(ReconstructRequest {
+                        index: k as u32,
+                        block_length: b.len,
+                        layout: Some(b.layout.to_wire(true)),
+                        chunks: b
+                            .chunks
+                            .iter()
+                            .map(|x| WireChunk {
+                                chunk_id: *x,
+                                servers: st.locs.get(x).cloned().unwrap_or_default(),
+                            })
+                            .collect(),
+                    })
+                } else {
+                    Repair::Copy {
+                        source: servers[0].clone(),
+                        length: rs::chunk_len(b.layout, b.len, k),
+                    }
+                };
+                picked.push((*c, target, job));
             }
         }
     }
