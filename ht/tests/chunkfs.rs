@@ -342,3 +342,58 @@ async fn a_corrupt_replica_is_read_around_and_repaired() {
     }
     assert!(fs.status().await.expect("status").repairs_done >= 1);
 }
+
+/// The HQL shell's engine on chunkfs (`--dfs hdfs-like://` and `kfs-like://`, resolved by
+/// `fs_url::open_any_url`): a table written, read back, and its files found in chunkfs. A URL
+/// whose scheme does not match the metadata server's flavour is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn shell_engine_on_chunkfs_urls() {
+    for options in [LocalDfsOptions::hdfs_like(), LocalDfsOptions::kfs_like_rs()] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut options = small(options);
+        options.block_bytes = 6 * (64 << 10);
+        let dfs = LocalDfs::start(ht(), dir.path(), options).expect("start chunkfs");
+        let fs = dfs.connect(Duration::from_secs(20)).await.expect("connect");
+        let shell = std::process::Command::new(ht())
+            .args(["shell", "--batch", "--data-dir"])
+            .arg(dir.path())
+            .args(["--dfs", &dfs.url(), "-e"])
+            .arg("CREATE TABLE t (a); INSERT INTO t VALUES ('r1', 'a', 'v1'); SELECT * FROM t;")
+            .output()
+            .expect("run ht shell");
+        let out = String::from_utf8_lossy(&shell.stdout);
+        assert!(
+            shell.status.success(),
+            "{} {out} {}",
+            dfs.url(),
+            String::from_utf8_lossy(&shell.stderr)
+        );
+        assert!(out.contains("r1\ta\tv1"), "{out}");
+        assert!(
+            !fs.readdir("/ht").await.expect("readdir /ht").is_empty(),
+            "the engine wrote nothing to {}",
+            dfs.url()
+        );
+        // The wrong scheme for this metadata server.
+        let wrong = if dfs.url().starts_with("hdfs-like") {
+            dfs.url().replace("hdfs-like", "kfs-like")
+        } else {
+            dfs.url().replace("kfs-like", "hdfs-like")
+        };
+        let shell = std::process::Command::new(ht())
+            .args(["shell", "--batch", "--data-dir"])
+            .arg(dir.path())
+            .args(["--dfs", &wrong, "-e", "SHOW TABLES;"])
+            .output()
+            .expect("run ht shell");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&shell.stdout),
+            String::from_utf8_lossy(&shell.stderr)
+        );
+        assert!(
+            !shell.status.success() && text.contains("serves a"),
+            "{wrong} was accepted: {text}"
+        );
+    }
+}

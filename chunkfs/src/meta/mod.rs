@@ -467,7 +467,11 @@ impl Shared {
                 continue;
             };
             let k = b.chunks.iter().position(|x| *x == c.chunk_id).unwrap_or(0);
-            if b.complete && c.length < rs::chunk_len(b.layout, b.len, k) {
+            // A replica shorter than its complete block is useless; a striped chunk of another
+            // length is a stale one (its last parity cell may predate a cut of the block).
+            let want = rs::chunk_len(b.layout, b.len, k);
+            let striped = matches!(b.layout, Layout::Striped { .. });
+            if b.complete && (c.length < want || (striped && c.length != want)) {
                 bad.push(c.chunk_id);
                 continue;
             }
