@@ -116,3 +116,36 @@ async fn reed_solomon_survives_a_lost_server_and_rebuilds_its_chunks() {
         want
     );
 }
+
+/// A file's id is its writer's lease: once another writer replaces the file, the old writer's
+/// appends and close fail, and what the new writer wrote is untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replaced_file_fences_its_old_writer() {
+    let options = LocalDfsOptions {
+        block_bytes: 64 << 10,
+        heartbeat_ms: 100,
+        ..LocalDfsOptions::hdfs_like()
+    };
+    let (_dfs, fs) = InProcessDfs::start(options).await.expect("start");
+    let mut old = fs.create("/lease/f", false).await.expect("create");
+    old.append(&data(100_000), AppendFlag::Flush)
+        .await
+        .expect("append");
+    let mut new = fs.create("/lease/f", true).await.expect("create over it");
+    new.append(b"new writer", AppendFlag::Sync)
+        .await
+        .expect("append");
+    let e = old
+        .append(&data(70_000), AppendFlag::Flush)
+        .await
+        .expect_err("the old writer appended to a replaced file");
+    assert!(e.to_string().contains("/lease/f"), "{e}");
+    assert!(
+        old.close().await.is_err(),
+        "the old writer closed a replaced file"
+    );
+    new.close().await.expect("close");
+    let r = fs.open("/lease/f").await.expect("open");
+    assert_eq!(r.length().await.expect("length"), 10);
+    assert_eq!(r.pread(0, 10).await.expect("pread"), b"new writer");
+}
