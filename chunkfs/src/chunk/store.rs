@@ -57,7 +57,13 @@ struct ChunkState {
     crcs: Vec<u32>,
     /// Removed while a caller held it: its files are gone.
     deleted: bool,
+    /// The data and checksum files, kept open while the chunk is being written (until it is
+    /// finalized), at most [`MAX_OPEN_CHUNKS`] chunks at once.
+    handles: Option<(File, File)>,
 }
+
+/// Chunks whose files are kept open between writes.
+pub const MAX_OPEN_CHUNKS: usize = 1024;
 
 /// The chunk files under one directory.
 #[derive(Debug)]
@@ -65,6 +71,8 @@ pub struct ChunkStore {
     dir: PathBuf,
     max_chunk_bytes: u64,
     chunks: Mutex<HashMap<u64, Arc<Mutex<ChunkState>>>>,
+    /// Chunks holding open handles.
+    open_handles: std::sync::atomic::AtomicUsize,
 }
 
 fn piece_range(p: usize, len: u64) -> (u64, u64) {
@@ -93,6 +101,7 @@ impl ChunkStore {
             dir: dir.to_path_buf(),
             max_chunk_bytes,
             chunks: Mutex::new(HashMap::new()),
+            open_handles: std::sync::atomic::AtomicUsize::new(0),
         };
         let entries = std::fs::read_dir(dir).map_err(|e| StoreError::io("list", dir, e))?;
         for entry in entries {
@@ -212,6 +221,7 @@ impl ChunkStore {
             len,
             crcs,
             deleted: false,
+            handles: None,
         })
     }
 
@@ -286,15 +296,26 @@ impl ChunkStore {
                 len: 0,
                 crcs: Vec::new(),
                 deleted: false,
+                handles: None,
             }));
             let old = self.chunks.lock().insert(id, state.clone());
             if let Some(old) = old {
-                old.lock().deleted = true;
+                let mut old = old.lock();
+                old.deleted = true;
+                self.drop_handles(&mut old);
             }
             let mut guard = state.lock();
-            let f =
-                File::create(&data_path).map_err(|e| StoreError::io("create", &data_path, e))?;
-            let s = File::create(&sum_path).map_err(|e| StoreError::io("create", &sum_path, e))?;
+            let create = |path: &Path| {
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(path)
+                    .map_err(|e| StoreError::io("create", path, e))
+            };
+            let f = create(&data_path)?;
+            let s = create(&sum_path)?;
             s.write_all_at(&header(id), 0)
                 .map_err(|e| StoreError::io("write", &sum_path, e))?;
             if sync {
@@ -307,6 +328,7 @@ impl ChunkStore {
                 }
             }
             guard.len = 0;
+            self.keep_handles(&mut guard, (f, s));
             drop(guard);
             state
         } else {
@@ -328,15 +350,24 @@ impl ChunkStore {
                 ),
             ));
         }
-        let f = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&data_path)
-            .map_err(|e| StoreError::io("open", &data_path, e))?;
-        let s = OpenOptions::new()
-            .write(true)
-            .open(&sum_path)
-            .map_err(|e| StoreError::io("open", &sum_path, e))?;
+        let (f, s) = match st.handles.take() {
+            Some(h) => {
+                self.open_handles
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+                h
+            }
+            None => (
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&data_path)
+                    .map_err(|e| StoreError::io("open", &data_path, e))?,
+                OpenOptions::new()
+                    .write(true)
+                    .open(&sum_path)
+                    .map_err(|e| StoreError::io("open", &sum_path, e))?,
+            ),
+        };
         if !data.is_empty() {
             f.write_all_at(data, offset)
                 .map_err(|e| StoreError::io("write", &data_path, e))?;
@@ -389,7 +420,26 @@ impl ChunkStore {
             s.sync_data()
                 .map_err(|e| StoreError::io("sync", &sum_path, e))?;
         }
-        Ok(st.len)
+        let len = st.len;
+        self.keep_handles(&mut st, (f, s));
+        Ok(len)
+    }
+
+    /// Keeps a chunk's files open for its next write, unless too many are open.
+    fn keep_handles(&self, st: &mut ChunkState, handles: (File, File)) {
+        use std::sync::atomic::Ordering;
+        if self.open_handles.fetch_add(1, Ordering::Relaxed) < MAX_OPEN_CHUNKS {
+            st.handles = Some(handles);
+        } else {
+            self.open_handles.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    fn drop_handles(&self, st: &mut ChunkState) {
+        if st.handles.take().is_some() {
+            self.open_handles
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
     }
 
     /// Reads `len` bytes at `offset`, verifying every piece touched.
@@ -458,6 +508,7 @@ impl ChunkStore {
             other => other?,
         };
         let mut st = chunk.lock();
+        self.drop_handles(&mut st);
         if length > st.len {
             return Err(StoreError::new(
                 chunk_code::INVALID,
@@ -513,6 +564,7 @@ impl ChunkStore {
         if let Some(chunk) = removed {
             let mut st = chunk.lock();
             st.deleted = true;
+            self.drop_handles(&mut st);
             self.remove_files(id);
         }
     }
