@@ -47,6 +47,8 @@ pub struct ChunkFsOptions {
     pub max_peer_connections: usize,
     /// Attempts at a send before the writer gives up (each failure moves to a new block).
     pub max_write_attempts: u32,
+    /// Packets a writer queues for its streamer before `append` waits.
+    pub max_packets_in_flight: usize,
     /// Connections silent this long are dropped (keep-alives every third of it): how a dead
     /// server is noticed by calls in flight.
     pub idle_timeout: Duration,
@@ -67,6 +69,7 @@ impl Default for ChunkFsOptions {
             max_reads_in_flight: 16,
             max_peer_connections: 256,
             max_write_attempts: 5,
+            max_packets_in_flight: 4,
             idle_timeout: Duration::from_secs(3),
         }
     }
@@ -552,20 +555,29 @@ impl Fs for ChunkFs {
             }
             Layout::Replicated { .. } => reply.block_bytes.max(1),
         };
-        Ok(Box::new(ChunkFsWriter {
+        let streamer = Streamer {
             inner: self.inner.clone(),
             path: path.to_string(),
             file_id: reply.file_id,
             layout,
             parallel: reply.layout.as_ref().is_some_and(|l| l.parallel),
             block_bytes,
-            pos: 0,
-            buf: Vec::new(),
             block: None,
             stripe: Vec::new(),
             exclude: Vec::new(),
-            closed: false,
             broken: None,
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(self.inner.options.max_packets_in_flight.max(1));
+        let broken = Arc::new(parking_lot::Mutex::new(None));
+        tokio::spawn(streamer.run(rx, broken.clone()));
+        Ok(Box::new(ChunkFsWriter {
+            inner: self.inner.clone(),
+            path: path.to_string(),
+            pos: 0,
+            buf: Vec::new(),
+            tx,
+            broken,
+            closed: false,
         }))
     }
 
@@ -686,27 +698,138 @@ struct OpenBlock {
     created: bool,
 }
 
-/// A file open for appending; the only writer of its file (its id is the lease).
+/// What a writer asks its streamer to do, in order.
+enum Cmd {
+    /// Send a packet (`append(None)`); a failure shows at the next call.
+    Data(Vec<u8>),
+    /// Send the rest and make everything visible (`Flush`) or durable (`Sync`).
+    Flush {
+        data: Vec<u8>,
+        sync: bool,
+        reply: tokio::sync::oneshot::Sender<FsResult<()>>,
+    },
+    /// Send the rest, sync, finalize and close the file.
+    Close {
+        data: Vec<u8>,
+        reply: tokio::sync::oneshot::Sender<FsResult<()>>,
+    },
+}
+
+/// A file open for appending; the only writer of its file (its id is the lease). Packets of
+/// `append(None)` go to a streamer task through a queue of `max_packets_in_flight`, so the
+/// caller goes on while they travel (HDFS's data streamer); `Flush`, `Sync` and `close` wait
+/// for everything before them.
 pub struct ChunkFsWriter {
+    inner: Arc<Inner>,
+    path: String,
+    /// Length including the buffer.
+    pos: u64,
+    buf: Vec<u8>,
+    tx: tokio::sync::mpsc::Sender<Cmd>,
+    /// Set by the streamer when a send failed for good.
+    broken: Arc<parking_lot::Mutex<Option<String>>>,
+    closed: bool,
+}
+
+/// The sending side of a writer, in its own task: the current block, its servers, recovery.
+struct Streamer {
     inner: Arc<Inner>,
     path: String,
     file_id: u64,
     layout: Layout,
     parallel: bool,
     block_bytes: u64,
-    /// Length including the buffer.
-    pos: u64,
-    buf: Vec<u8>,
     block: Option<OpenBlock>,
     /// Striped: the data of the current block's last, partial stripe (acknowledged).
     stripe: Vec<u8>,
     /// Servers that failed this writer: not asked for again.
     exclude: Vec<String>,
-    closed: bool,
     broken: Option<String>,
 }
 
-impl ChunkFsWriter {
+impl Streamer {
+    async fn run(
+        mut self,
+        mut rx: tokio::sync::mpsc::Receiver<Cmd>,
+        broken: Arc<parking_lot::Mutex<Option<String>>>,
+    ) {
+        while let Some(cmd) = rx.recv().await {
+            match cmd {
+                Cmd::Data(data) => {
+                    if self.broken.is_none()
+                        && let Err(e) = self.send(&data, false).await
+                    {
+                        self.broken = Some(e.to_string());
+                    }
+                }
+                Cmd::Flush { data, sync, reply } => {
+                    let r = self.flush(&data, sync).await;
+                    let _ = reply.send(r);
+                }
+                Cmd::Close { data, reply } => {
+                    let r = self.close(&data).await;
+                    let failed = r.is_err();
+                    let _ = reply.send(r);
+                    if !failed {
+                        break;
+                    }
+                }
+            }
+            if let Some(why) = &self.broken {
+                *broken.lock() = Some(why.clone());
+            }
+        }
+    }
+
+    fn check(&self, op: &'static str) -> FsResult<()> {
+        match &self.broken {
+            Some(why) => Err(self.fail(op, format!("the writer failed earlier: {why}"))),
+            None => Ok(()),
+        }
+    }
+
+    /// Sends `data`, then makes everything visible (and with `sync` durable) and tells the
+    /// metadata server the new length.
+    async fn flush(&mut self, data: &[u8], sync: bool) -> FsResult<()> {
+        self.check("append")?;
+        if let Err(e) = self.send(data, sync).await {
+            self.broken = Some(e.to_string());
+            return Err(e);
+        }
+        if let Some(b) = &self.block {
+            self.commit(b.len, false, false, sync, Vec::new()).await?;
+        }
+        Ok(())
+    }
+
+    async fn close(&mut self, data: &[u8]) -> FsResult<()> {
+        self.check("close")?;
+        if let Err(e) = self.send(data, true).await {
+            self.broken = Some(e.to_string());
+            return Err(e);
+        }
+        let len = self.block.as_ref().map_or(0, |b| b.len);
+        if self.block.as_ref().is_some_and(|b| b.created) {
+            let survivors = self.finalize_block().await;
+            let changed = survivors
+                .iter()
+                .zip(&self.block.as_ref().expect("checked").chunks)
+                .any(|(s, c)| s.servers.len() != c.servers.len());
+            self.commit(
+                len,
+                true,
+                true,
+                true,
+                if changed { survivors } else { Vec::new() },
+            )
+            .await?;
+        } else {
+            self.commit(len, true, true, true, Vec::new()).await?;
+        }
+        self.block = None;
+        Ok(())
+    }
+
     fn fail(&self, op: &'static str, msg: String) -> FsError {
         backend(op, &self.path, msg)
     }
@@ -1059,23 +1182,28 @@ impl ChunkFsWriter {
         b.len += piece.len() as u64;
         Ok(())
     }
+}
 
-    /// Sends the buffer; with a flag, makes it visible (and durable) and tells the metadata
-    /// server the new length.
-    async fn push(&mut self, flag: AppendFlag) -> FsResult<()> {
-        let buf = std::mem::take(&mut self.buf);
-        let sync = flag == AppendFlag::Sync;
-        let sent = self.send(&buf, sync).await;
-        if let Err(e) = sent {
-            self.broken = Some(e.to_string());
-            return Err(e);
+impl ChunkFsWriter {
+    fn gone(&self, op: &'static str) -> FsError {
+        let why = self
+            .broken
+            .lock()
+            .clone()
+            .unwrap_or_else(|| "its streamer ended".to_string());
+        backend(op, &self.path, format!("the writer failed earlier: {why}"))
+    }
+
+    async fn ask(
+        &mut self,
+        op: &'static str,
+        make: impl FnOnce(tokio::sync::oneshot::Sender<FsResult<()>>) -> Cmd,
+    ) -> FsResult<()> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if self.tx.send(make(reply)).await.is_err() {
+            return Err(self.gone(op));
         }
-        if flag != AppendFlag::None
-            && let Some(b) = &self.block
-        {
-            self.commit(b.len, false, false, sync, Vec::new()).await?;
-        }
-        Ok(())
+        answer.await.unwrap_or_else(|_| Err(self.gone(op)))
     }
 }
 
@@ -1088,26 +1216,27 @@ impl FsWriter for ChunkFsWriter {
                 path: self.path.clone(),
             });
         }
-        if let Some(why) = &self.broken {
-            return Err(self.fail("append", format!("the writer failed earlier: {why}")));
+        if self.broken.lock().is_some() {
+            return Err(self.gone("append"));
         }
         self.pos += data.len() as u64;
-        let packet = self.inner.options.packet_bytes;
-        if flag == AppendFlag::None && self.buf.len() + data.len() < packet {
-            self.buf.extend_from_slice(data);
+        self.buf.extend_from_slice(data);
+        if flag == AppendFlag::None {
+            // Whole packets go to the streamer; the rest stays buffered.
+            let packet = self.inner.options.packet_bytes.max(1);
+            while self.buf.len() >= packet {
+                let rest = self.buf.split_off(packet);
+                let full = std::mem::replace(&mut self.buf, rest);
+                if self.tx.send(Cmd::Data(full)).await.is_err() {
+                    return Err(self.gone("append"));
+                }
+            }
             return Ok(());
         }
-        if flag == AppendFlag::None {
-            // Send whole packets, keep the rest buffered.
-            self.buf.extend_from_slice(data);
-            let whole = self.buf.len() / packet * packet;
-            let rest = self.buf.split_off(whole);
-            let sent = self.push(AppendFlag::None).await;
-            self.buf = rest;
-            return sent;
-        }
-        self.buf.extend_from_slice(data);
-        self.push(flag).await
+        let data = std::mem::take(&mut self.buf);
+        let sync = flag == AppendFlag::Sync;
+        self.ask("append", move |reply| Cmd::Flush { data, sync, reply })
+            .await
     }
 
     fn position(&self) -> u64 {
@@ -1118,33 +1247,9 @@ impl FsWriter for ChunkFsWriter {
         if self.closed {
             return Ok(());
         }
-        if let Some(why) = &self.broken {
-            return Err(self.fail("close", format!("the writer failed earlier: {why}")));
-        }
-        let buf = std::mem::take(&mut self.buf);
-        if let Err(e) = self.send(&buf, true).await {
-            self.broken = Some(e.to_string());
-            return Err(e);
-        }
-        let len = self.block.as_ref().map_or(0, |b| b.len);
-        if self.block.as_ref().is_some_and(|b| b.created) {
-            let survivors = self.finalize_block().await;
-            let changed = survivors
-                .iter()
-                .zip(&self.block.as_ref().expect("checked").chunks)
-                .any(|(s, c)| s.servers.len() != c.servers.len());
-            self.commit(
-                len,
-                true,
-                true,
-                true,
-                if changed { survivors } else { Vec::new() },
-            )
+        let data = std::mem::take(&mut self.buf);
+        self.ask("close", move |reply| Cmd::Close { data, reply })
             .await?;
-        } else {
-            self.commit(len, true, true, true, Vec::new()).await?;
-        }
-        self.block = None;
         self.closed = true;
         Ok(())
     }
