@@ -149,3 +149,76 @@ async fn a_replaced_file_fences_its_old_writer() {
     assert_eq!(r.length().await.expect("length"), 10);
     assert_eq!(r.pread(0, 10).await.expect("pread"), b"new writer");
 }
+
+/// A corrupt chunk of a striped block: reads rebuild the bad cells from the other chunks, and
+/// the chunk is rebuilt (on another server) from its siblings.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_corrupt_striped_chunk_is_read_around_and_rebuilt() {
+    let options = LocalDfsOptions {
+        flavour: Flavour::KfsLike,
+        layout: Layout::Striped {
+            data: 6,
+            parity: 3,
+            cell_bytes: 16 << 10,
+        },
+        chunk_servers: 10,
+        block_bytes: 6 * (64 << 10),
+        heartbeat_ms: 100,
+        dead_after_ms: 1_000,
+        scan_interval_ms: 0,
+    };
+    let (dfs, fs) = InProcessDfs::start(options).await.expect("start");
+    let want = data(700_000);
+    let mut w = fs.create("/rs/c", false).await.expect("create");
+    w.append(&want, AppendFlag::None).await.expect("append");
+    w.close().await.expect("close");
+    let stat = fs.stat("/rs/c").await.expect("stat");
+    let chunk = stat.blocks[0].chunks[1].clone();
+    let server = chunk.servers[0].clone();
+    let cs = dfs
+        .chunks
+        .iter()
+        .find(|c| c.local_addr().to_string() == server)
+        .expect("ours");
+    let path = cs.chunk_file(chunk.chunk_id);
+    let mut bytes = std::fs::read(&path).expect("read chunk file");
+    bytes[20_000] ^= 0xFF;
+    std::fs::write(&path, &bytes).expect("corrupt it");
+
+    let r = fs.open("/rs/c").await.expect("open");
+    assert_eq!(r.pread(0, want.len()).await.expect("read around"), want);
+
+    let start = Instant::now();
+    loop {
+        let stat = fs.stat("/rs/c").await.expect("stat");
+        let c = &stat.blocks[0].chunks[1];
+        let len = chunkfs::rs::chunk_len(fs.layout(), stat.blocks[0].length, 1) as usize;
+        if c.servers.len() == 1
+            && let Ok(got) = fs.read_replica(&c.servers[0], c.chunk_id, 0, len).await
+        {
+            // Cell j of chunk 1 is bytes [(j*6+1)*cell, +cell) of the block.
+            let cell = 16 << 10;
+            for (j, piece) in got.chunks(cell).enumerate() {
+                let at = (j * 6 + 1) * cell;
+                assert_eq!(piece, &want[at..at + piece.len()], "cell {j}");
+            }
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "not rebuilt: {:?}",
+            c.servers
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(fs.status().await.expect("status").repairs_done >= 1);
+    assert_eq!(
+        fs.open("/rs/c")
+            .await
+            .unwrap()
+            .pread(0, want.len())
+            .await
+            .unwrap(),
+        want
+    );
+}

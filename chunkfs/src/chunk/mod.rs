@@ -221,6 +221,11 @@ impl ChunkServer {
         self.server.local_addr()
     }
 
+    /// The data file of chunk `chunk_id` in this server's store (tests corrupt it).
+    pub fn chunk_file(&self, chunk_id: u64) -> PathBuf {
+        ChunkStore::chunk_data_path(&self.shared.options.data_dir.join("chunks"), chunk_id)
+    }
+
     /// Chunks held and their lengths.
     pub fn chunks(&self) -> Vec<(u64, u64)> {
         self.shared.store.list()
