@@ -280,6 +280,8 @@ pub fn start(args: StartArgs) -> anyhow::Result<()> {
         }
         file.dfs = format!("{}://{}", flavour.trim_end_matches("-rs"), procs.meta);
         file.chunkfs = Some(procs);
+        file.write(&dir)?;
+        wait_for_dfs(&dir, &file.dfs, Duration::from_secs(args.wait_secs))?;
     } else {
         file.chunkfs = None;
         file.dfs = crate::serve_cluster::shared_fs_url(args.dfs.as_deref(), &dir)?;
@@ -385,6 +387,40 @@ pub fn start(args: StartArgs) -> anyhow::Result<()> {
         args.rangeservers
     );
     Ok(())
+}
+
+/// Waits until the file system at `url` takes a synced write (its servers are up and enough
+/// chunk servers registered).
+fn wait_for_dfs(dir: &Path, url: &str, limit: Duration) -> anyhow::Result<()> {
+    async fn probe(url: &str, creds: &rpc::ClusterCredentials) -> dfs_broker::FsResult<()> {
+        let fs = crate::fs_url::open_any_url(url, Some(creds)).await?;
+        let mut w = fs.create("/.ht-start-probe", true).await?;
+        w.append(b"ready", dfs_broker::AppendFlag::Sync).await?;
+        w.close().await?;
+        fs.remove("/.ht-start-probe").await
+    }
+    let creds = rpc::ClusterCredentials::load(dir, "client")?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let deadline = Instant::now() + limit;
+    loop {
+        let attempt = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(5), probe(url, &creds)).await
+        });
+        let why = match attempt {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "a probe write took over 5 s".to_string(),
+        };
+        if Instant::now() >= deadline {
+            bail!(
+                "the file system {url} is not ready: {why}; see the logs in {}/logs",
+                dir.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
 }
 
 pub fn stop(args: DirArgs) -> anyhow::Result<()> {

@@ -17,7 +17,7 @@ pub struct InitArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "hyperspace,master,rangeserver,dfs-broker,client"
+        default_value = "hyperspace,master,rangeserver,dfs-broker,chunkfs-meta,chunkserver,client"
     )]
     nodes: Vec<String>,
 }

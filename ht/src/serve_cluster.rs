@@ -71,7 +71,7 @@ pub fn master(args: MasterArgs) -> anyhow::Result<()> {
     let url = shared_fs_url(args.dfs.as_deref(), &args.data_dir)?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
-        let fs = dfs_broker::open_url(&url, Some(&creds))
+        let fs = crate::fs_url::open_any_url(&url, Some(&creds))
             .await
             .with_context(|| format!("cannot open the file system {url}"))?;
         let mut config = master::MasterConfig::new(args.hyperspace, creds, args.listen, fs);
@@ -104,7 +104,7 @@ pub fn rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
                 .context("cannot open a hyperspace session")?;
         hs.mkdirs(SERVERS).await?;
         let n = hs.attr_incr(HT, NEXT_SERVER_ID, 1).await?;
-        let fs = dfs_broker::open_url(&url, Some(&creds))
+        let fs = crate::fs_url::open_any_url(&url, Some(&creds))
             .await
             .with_context(|| format!("cannot open the file system {url}"))?;
         anyhow::Ok((hs, format!("rs{n}"), fs))

@@ -19,6 +19,10 @@ pub enum ServeCommand {
     Rangeserver(RangeserverArgs),
     /// A master (or a standby, until it gets the master lock).
     Master(crate::serve_cluster::MasterArgs),
+    /// chunkfs metadata server: the namespace and block map of ht's own DFS.
+    ChunkfsMeta(chunkfs_serve::MetaArgs),
+    /// chunkfs chunk server: stores checksummed chunks for a chunkfs metadata server.
+    Chunkserver(chunkfs_serve::ChunkArgs),
 }
 
 #[derive(Args)]
@@ -31,8 +35,9 @@ pub struct RangeserverArgs {
     #[arg(long = "data-dir", default_value = "./ht-data")]
     pub(crate) data_dir: PathBuf,
     /// The file system the engine writes through (`file:///abs/path`, `broker://host:port`,
-    /// object-store URLs); default `file://<data-dir>/rangeserver` (`file://<data-dir>/fs`,
-    /// shared by all range servers, with `--hyperspace`).
+    /// `hdfs-like://meta:port`, `kfs-like://meta:port`, object-store URLs); default
+    /// `file://<data-dir>/rangeserver` (`file://<data-dir>/fs`, shared by all range servers,
+    /// with `--hyperspace`).
     #[arg(long)]
     pub(crate) dfs: Option<String>,
     /// Join the cluster whose Hyperspace replicas are these (comma-separated): register, take
@@ -130,6 +135,8 @@ pub fn run(cmd: ServeCommand) -> anyhow::Result<()> {
         }
         ServeCommand::Rangeserver(args) => serve_rangeserver(args),
         ServeCommand::Master(args) => crate::serve_cluster::master(args),
+        ServeCommand::ChunkfsMeta(args) => chunkfs_serve::serve_meta(args),
+        ServeCommand::Chunkserver(args) => chunkfs_serve::serve_chunk(args),
     }
 }
 
@@ -191,7 +198,7 @@ fn serve_rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
     };
     let rt = tokio::runtime::Runtime::new()?;
     let fs = rt
-        .block_on(dfs_broker::open_url(&url, Some(&credentials)))
+        .block_on(crate::fs_url::open_any_url(&url, Some(&credentials)))
         .with_context(|| format!("cannot open the file system {url}"))?;
     // Opening is blocking (it reaches the file system through the runtime): not inside
     // `block_on`.
@@ -259,5 +266,175 @@ pub async fn wait_for_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+/// `ht serve chunkfs-meta` and `ht serve chunkserver` (ht's own DFS, the chunkfs crate).
+mod chunkfs_serve {
+    use std::net::SocketAddr;
+    use std::path::PathBuf;
+
+    use anyhow::{Context, bail};
+    use chunkfs::chunk::{ChunkServer, ChunkServerOptions};
+    use chunkfs::meta::{MetaOptions, MetaServer};
+    use chunkfs::{CHUNK_SERVER_NAME, Flavour, Layout, META_SERVER_NAME};
+    use clap::Args;
+
+    use super::wait_for_signal;
+
+    #[derive(Args)]
+    pub struct MetaArgs {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:38040")]
+        listen: SocketAddr,
+        /// The cluster data directory (credentials `chunkfs-meta` in `<dir>/tls`).
+        #[arg(long = "data-dir", default_value = "./ht-data")]
+        data_dir: PathBuf,
+        /// Where the metadata goes (default `<data-dir>/chunkfs-meta`).
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// `hdfs-like` or `kfs-like`; fixed when the store is formatted (first start).
+        #[arg(long)]
+        flavour: String,
+        /// Replicas per block (replicated layouts).
+        #[arg(long, default_value_t = 3)]
+        replication: u32,
+        /// Reed-Solomon striping `DATA+PARITY` (kfs-like only), e.g. `6+3`.
+        #[arg(long)]
+        rs: Option<String>,
+        /// Reed-Solomon cell size.
+        #[arg(long, default_value_t = 64 << 10)]
+        cell_bytes: u32,
+        /// Logical bytes per block.
+        #[arg(long, default_value_t = 64 << 20)]
+        block_bytes: u64,
+        /// Liveness and repair check period.
+        #[arg(long, default_value_t = 500)]
+        tick_ms: u64,
+        /// A chunk server silent this long is dead and its replicas are re-created.
+        #[arg(long, default_value_t = 5_000)]
+        dead_after_ms: u64,
+        /// Log records between checkpoints.
+        #[arg(long, default_value_t = 100_000)]
+        checkpoint_ops: u64,
+    }
+
+    #[derive(Args)]
+    pub struct ChunkArgs {
+        /// Address to listen on (also the server's identity at the metadata server).
+        #[arg(long, default_value = "127.0.0.1:38050")]
+        listen: SocketAddr,
+        /// The cluster data directory (credentials `chunkserver` in `<dir>/tls`).
+        #[arg(long = "data-dir", default_value = "./ht-data")]
+        data_dir: PathBuf,
+        /// Where the chunk files go (default `<data-dir>/chunkserver`).
+        #[arg(long)]
+        store: Option<PathBuf>,
+        /// The metadata server's address.
+        #[arg(long)]
+        meta: SocketAddr,
+        #[arg(long, default_value_t = 500)]
+        heartbeat_ms: u64,
+        /// Every chunk's checksums are verified this often (0: never).
+        #[arg(long, default_value_t = 300_000)]
+        scan_interval_ms: u64,
+    }
+
+    fn parse_rs(s: &str) -> anyhow::Result<(u32, u32)> {
+        let (d, p) = s
+            .split_once('+')
+            .with_context(|| format!("--rs {s:?} is not DATA+PARITY (e.g. 6+3)"))?;
+        let d: u32 = d
+            .parse()
+            .with_context(|| format!("--rs {s:?}: bad data count"))?;
+        let p: u32 = p
+            .parse()
+            .with_context(|| format!("--rs {s:?}: bad parity count"))?;
+        if d == 0 || p == 0 || d + p > 255 {
+            bail!("--rs {s:?}: data and parity must be at least 1 and at most 255 together");
+        }
+        Ok((d, p))
+    }
+
+    fn load(dir: &std::path::Path, name: &str) -> anyhow::Result<rpc::ClusterCredentials> {
+        rpc::ClusterCredentials::load(dir, name).with_context(|| {
+            format!(
+                "cannot load the {name} credentials from {} (run `ht init` first)",
+                dir.display()
+            )
+        })
+    }
+
+    pub fn serve_meta(args: MetaArgs) -> anyhow::Result<()> {
+        let flavour = Flavour::parse(&args.flavour)
+            .with_context(|| format!("--flavour {:?}: hdfs-like or kfs-like", args.flavour))?;
+        let layout = match &args.rs {
+            Some(rs) => {
+                if flavour != Flavour::KfsLike {
+                    bail!("--rs needs --flavour kfs-like");
+                }
+                let (data, parity) = parse_rs(rs)?;
+                Layout::Striped {
+                    data,
+                    parity,
+                    cell_bytes: args.cell_bytes.max(4096),
+                }
+            }
+            None => Layout::Replicated {
+                replicas: args.replication.max(1),
+            },
+        };
+        let credentials = load(&args.data_dir, META_SERVER_NAME)?;
+        let store = args
+            .store
+            .clone()
+            .unwrap_or_else(|| args.data_dir.join("chunkfs-meta"));
+        let mut options = MetaOptions::new(store.clone(), flavour, layout);
+        options.block_bytes = args.block_bytes.max(1);
+        options.tick_ms = args.tick_ms.max(10);
+        options.dead_after_ms = args.dead_after_ms.max(1);
+        options.checkpoint_ops = args.checkpoint_ops.max(1);
+        let rt = tokio::runtime::Runtime::new()?;
+        rt.block_on(async move {
+            let server = MetaServer::start(args.listen, &credentials, options)
+                .await
+                .map_err(anyhow::Error::msg)
+                .with_context(|| {
+                    format!(
+                        "cannot start the chunkfs metadata server in {}",
+                        store.display()
+                    )
+                })?;
+            println!(
+                "chunkfs metadata server ({}) serving on {}",
+                flavour.name(),
+                server.local_addr()
+            );
+            wait_for_signal().await;
+            server.shutdown().await;
+            anyhow::Ok(())
+        })
+    }
+
+    pub fn serve_chunk(args: ChunkArgs) -> anyhow::Result<()> {
+        let credentials = load(&args.data_dir, CHUNK_SERVER_NAME)?;
+        let store = args
+            .store
+            .clone()
+            .unwrap_or_else(|| args.data_dir.join("chunkserver"));
+        let mut options = ChunkServerOptions::new(store.clone(), args.meta);
+        options.heartbeat_ms = args.heartbeat_ms.max(10);
+        options.scan_interval_ms = args.scan_interval_ms;
+        let rt = tokio::runtime::Runtime::new()?;
+        rt.block_on(async move {
+            let server = ChunkServer::start(args.listen, &credentials, options)
+                .await
+                .map_err(anyhow::Error::msg)
+                .with_context(|| format!("cannot start the chunk server in {}", store.display()))?;
+            println!("chunk server serving on {}", server.local_addr());
+            wait_for_signal().await;
+            server.shutdown().await;
+            anyhow::Ok(())
+        })
     }
 }

@@ -4,9 +4,11 @@
 //! flushed (`flush`). One row per backend and mode in the form of Hypertable's load report, the
 //! ratio to `local`, and an SVG chart.
 //!
-//! Backends built so far: `local` (the data directory), `broker` (a DFS broker over QUIC on
-//! loopback in front of a local directory) and `objstore` (a moto S3 server on loopback). ht's
-//! own hdfs-like and kfs-like file systems are not built yet.
+//! Backends: `local` (the data directory), `broker` (a DFS broker over QUIC on loopback in front
+//! of a local directory), `objstore` (a moto S3 server on loopback), and ht's own chunkfs as
+//! processes on loopback (`chunkfs::launch::LocalDfs`): `hdfs-like` (3 chunk servers, pipeline
+//! of 3), `kfs-like` (3 chunk servers, 3 replicas written in parallel) and `kfs-like-rs` (9 chunk
+//! servers, Reed-Solomon 6+3).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,8 +35,13 @@ pub struct DfsBenchArgs {
     /// Concurrent loaders.
     #[arg(long, default_value_t = 4)]
     loaders: usize,
-    /// Backends to measure, comma-separated: local, broker, objstore.
-    #[arg(long, value_delimiter = ',', default_value = "local,broker,objstore")]
+    /// Backends to measure, comma-separated: local, broker, objstore, hdfs-like, kfs-like,
+    /// kfs-like-rs.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "local,broker,objstore,hdfs-like,kfs-like,kfs-like-rs"
+    )]
     backends: Vec<String>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -63,11 +70,12 @@ impl Row {
     }
 }
 
-/// What the backends need for the whole run: a broker and an S3 server.
+/// What the backends need for the whole run: a broker, an S3 server, chunkfs clusters.
 struct Backends {
     rt: tokio::runtime::Runtime,
     broker: Option<(rpc::Server, std::net::SocketAddr, ClusterCredentials)>,
     s3: Option<S3TestServer>,
+    chunkfs: Vec<(String, chunkfs::launch::LocalDfs)>,
 }
 
 impl Backends {
@@ -101,7 +109,28 @@ impl Backends {
         } else {
             None
         };
-        Ok(Backends { rt, broker, s3 })
+        let mut chunkfs = Vec::new();
+        for name in names {
+            use chunkfs::launch::{LocalDfs, LocalDfsOptions};
+            let options = match name.as_str() {
+                "hdfs-like" => LocalDfsOptions::hdfs_like(),
+                "kfs-like" => LocalDfsOptions::kfs_like(),
+                "kfs-like-rs" => LocalDfsOptions::kfs_like_rs(),
+                _ => continue,
+            };
+            let ht = std::env::current_exe().context("where is the ht binary")?;
+            let dfs = LocalDfs::start(&ht, &base.join(name), options)
+                .with_context(|| format!("starting {name}"))?;
+            rt.block_on(dfs.connect(std::time::Duration::from_secs(30)))
+                .with_context(|| format!("{name} did not come up"))?;
+            chunkfs.push((name.clone(), dfs));
+        }
+        Ok(Backends {
+            rt,
+            broker,
+            s3,
+            chunkfs,
+        })
     }
 
     /// The embedded database's options for one run on `backend`.
@@ -137,7 +166,33 @@ impl Backends {
                 let fs: Arc<dyn dfs_broker::Fs> = Arc::new(fs);
                 Some(Arc::new(move |_: &tokio::runtime::Handle| Ok(fs.clone())))
             }
-            other => bail!("unknown backend {other:?} (built: local, broker, objstore)"),
+            name if self.chunkfs.iter().any(|(n, _)| n == name) => {
+                let (_, dfs) = self
+                    .chunkfs
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .expect("checked");
+                let (meta, creds) = (dfs.meta_addr(), dfs.credentials().clone());
+                let root = format!("/run{run}");
+                Some(Arc::new(move |h: &tokio::runtime::Handle| {
+                    let fs = h
+                        .block_on(chunkfs::launch::connect_ready(
+                            meta,
+                            &creds,
+                            1,
+                            std::time::Duration::from_secs(30),
+                        ))
+                        .map_err(storage)?;
+                    let fs: Arc<dyn dfs_broker::Fs> = Arc::new(fs);
+                    Ok(Arc::new(Rooted {
+                        fs,
+                        root: root.clone(),
+                    }) as Arc<dyn dfs_broker::Fs>)
+                }))
+            }
+            other => bail!(
+                "unknown backend {other:?} (built: local, broker, objstore, hdfs-like, kfs-like, kfs-like-rs)"
+            ),
         };
         Ok(EmbeddedOptions {
             fs,
