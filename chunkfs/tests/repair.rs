@@ -28,6 +28,7 @@ async fn reed_solomon_survives_a_lost_server_and_rebuilds_its_chunks() {
         heartbeat_ms: 100,
         dead_after_ms: 1_000,
         scan_interval_ms: 0,
+        lease_timeout_ms: 60_000,
     };
     let (mut dfs, fs) = InProcessDfs::start(options).await.expect("start");
     let want = data(1_000_000);
@@ -166,6 +167,7 @@ async fn a_corrupt_striped_chunk_is_read_around_and_rebuilt() {
         heartbeat_ms: 100,
         dead_after_ms: 1_000,
         scan_interval_ms: 0,
+        lease_timeout_ms: 60_000,
     };
     let (dfs, fs) = InProcessDfs::start(options).await.expect("start");
     let want = data(700_000);
@@ -221,4 +223,67 @@ async fn a_corrupt_striped_chunk_is_read_around_and_rebuilt() {
             .unwrap(),
         want
     );
+}
+
+/// Lease recovery: a writer that vanished without closing loses its lease after the timeout
+/// and its file is closed at the length it last flushed; a writer that is idle but alive keeps
+/// renewing its lease and can still append.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_abandoned_writer_loses_its_lease_an_idle_one_keeps_it() {
+    let options = LocalDfsOptions {
+        block_bytes: 64 << 10,
+        heartbeat_ms: 100,
+        lease_timeout_ms: 1_000,
+        ..LocalDfsOptions::hdfs_like()
+    };
+    let (dfs, _) = InProcessDfs::start(options).await.expect("start");
+    let client = chunkfs::ChunkFs::connect(
+        dfs.meta.local_addr(),
+        &dfs.credentials,
+        chunkfs::ChunkFsOptions {
+            lease_renew_interval: Duration::from_millis(200),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("connect");
+    let want = data(150_000);
+    let mut gone = client.create("/lease/gone", false).await.expect("create");
+    gone.append(&want[..100_000], AppendFlag::Flush)
+        .await
+        .expect("flush");
+    // Sent, never flushed: not part of the file after recovery.
+    gone.append(&want[100_000..], AppendFlag::None)
+        .await
+        .expect("append");
+    drop(gone);
+    let mut idle = client.create("/lease/idle", false).await.expect("create");
+    idle.append(b"before", AppendFlag::Flush)
+        .await
+        .expect("flush");
+
+    let start = Instant::now();
+    loop {
+        let stat = client.stat("/lease/gone").await.expect("stat");
+        if !stat.open {
+            assert_eq!(stat.length, 100_000);
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(15),
+            "the abandoned file is still open"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = client.open("/lease/gone").await.expect("open");
+    assert_eq!(r.pread(0, 100_000).await.expect("pread"), &want[..100_000]);
+    // Make sure the idle writer sat out more than a lease timeout.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(client.stat("/lease/idle").await.expect("stat").open);
+    idle.append(b" after", AppendFlag::Flush)
+        .await
+        .expect("an idle writer still holds its lease");
+    idle.close().await.expect("close");
+    let r = client.open("/lease/idle").await.expect("open");
+    assert_eq!(r.pread(0, 12).await.expect("pread"), b"before after");
 }
