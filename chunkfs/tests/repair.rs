@@ -315,7 +315,7 @@ async fn reed_solomon_writer_survives_a_server_lost_mid_block() {
     let mut i = 0usize;
     while pos < want.len() {
         let n = [1_000usize, 50_000, 7_777, 120_000][i % 4].min(want.len() - pos);
-        let flag = if i % 2 == 0 {
+        let flag = if i.is_multiple_of(2) {
             AppendFlag::Flush
         } else {
             AppendFlag::Sync
