@@ -47,6 +47,9 @@ pub struct ChunkFsOptions {
     pub max_peer_connections: usize,
     /// Attempts at a send before the writer gives up (each failure moves to a new block).
     pub max_write_attempts: u32,
+    /// How often an open writer renews its lease at the metadata server (well under the
+    /// server's `lease_timeout_ms`, 60 s by default).
+    pub lease_renew_interval: Duration,
     /// Packets a writer queues for its streamer before `append` waits.
     pub max_packets_in_flight: usize,
     /// Connections silent this long are dropped (keep-alives every third of it): how a dead
@@ -70,6 +73,7 @@ impl Default for ChunkFsOptions {
             max_peer_connections: 256,
             max_write_attempts: 5,
             max_packets_in_flight: 4,
+            lease_renew_interval: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(3),
         }
     }
@@ -753,7 +757,20 @@ impl Streamer {
         mut rx: tokio::sync::mpsc::Receiver<Cmd>,
         broken: Arc<parking_lot::Mutex<Option<String>>>,
     ) {
-        while let Some(cmd) = rx.recv().await {
+        let mut renew = tokio::time::interval(self.inner.options.lease_renew_interval);
+        renew.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        renew.tick().await;
+        loop {
+            let cmd = tokio::select! {
+                cmd = rx.recv() => match cmd {
+                    Some(cmd) => cmd,
+                    None => break,
+                },
+                _ = renew.tick() => {
+                    self.renew().await;
+                    continue;
+                }
+            };
             match cmd {
                 Cmd::Data(data) => {
                     if self.broken.is_none()
@@ -778,6 +795,21 @@ impl Streamer {
             if let Some(why) = &self.broken {
                 *broken.lock() = Some(why.clone());
             }
+        }
+    }
+
+    /// Renews the lease; a failure is logged (the next write reports a lost lease).
+    async fn renew(&self) {
+        let req = RenewRequest {
+            path: self.path.clone(),
+            file_id: self.file_id,
+        };
+        if let Err(e) = self
+            .inner
+            .meta_call::<_, UnitReply>(method::META_RENEW, "append", &self.path, &req, true)
+            .await
+        {
+            tracing::warn!(path = %self.path, error = %e, "chunkfs: lease renewal failed");
         }
     }
 

@@ -32,6 +32,8 @@ pub struct LocalDfsOptions {
     pub dead_after_ms: u64,
     /// 0: no background checksum scan.
     pub scan_interval_ms: u64,
+    /// The metadata server closes a file whose writer was silent this long.
+    pub lease_timeout_ms: u64,
 }
 
 impl LocalDfsOptions {
@@ -45,6 +47,7 @@ impl LocalDfsOptions {
             heartbeat_ms: 200,
             dead_after_ms: 3_000,
             scan_interval_ms: 0,
+            lease_timeout_ms: 60_000,
         }
     }
 
@@ -152,7 +155,8 @@ impl LocalDfs {
             .args(["--flavour", o.flavour.name()])
             .args(["--block-bytes", &o.block_bytes.to_string()])
             .args(["--tick-ms", &o.heartbeat_ms.to_string()])
-            .args(["--dead-after-ms", &o.dead_after_ms.to_string()]);
+            .args(["--dead-after-ms", &o.dead_after_ms.to_string()])
+            .args(["--lease-timeout-ms", &o.lease_timeout_ms.to_string()]);
         match o.layout {
             Layout::Replicated { replicas } => {
                 cmd.args(["--replication", &replicas.to_string()]);
@@ -324,6 +328,7 @@ impl InProcessDfs {
         mo.block_bytes = options.block_bytes;
         mo.tick_ms = options.heartbeat_ms;
         mo.dead_after_ms = options.dead_after_ms;
+        mo.lease_timeout_ms = options.lease_timeout_ms;
         let meta = MetaServer::start(
             "127.0.0.1:0".parse().expect("an address"),
             &load(META_SERVER_NAME)?,

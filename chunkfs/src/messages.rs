@@ -23,6 +23,8 @@ pub mod method {
     pub const META_BLOCK_REPORT: &str = "meta.block_report";
     pub const META_BAD_CHUNK: &str = "meta.bad_chunk";
     pub const META_STATUS: &str = "meta.status";
+    /// Renews a writer's lease (`RenewRequest`).
+    pub const META_RENEW: &str = "meta.renew";
 
     pub const CHUNK_WRITE: &str = "chunk.write";
     pub const CHUNK_READ: &str = "chunk.read";
@@ -390,4 +392,13 @@ pub struct ReconstructRequest {
     pub layout: Option<WireLayout>,
     #[prost(message, repeated, tag = "4")]
     pub chunks: Vec<WireChunk>,
+}
+
+/// Renews the lease of the writer holding `file_id`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct RenewRequest {
+    #[prost(string, tag = "1")]
+    pub path: String,
+    #[prost(uint64, tag = "2")]
+    pub file_id: u64,
 }

@@ -317,6 +317,9 @@ mod chunkfs_serve {
         /// Log records between checkpoints.
         #[arg(long, default_value_t = 100_000)]
         checkpoint_ops: u64,
+        /// A file whose writer was silent this long is closed at its committed length.
+        #[arg(long, default_value_t = 60_000)]
+        lease_timeout_ms: u64,
     }
 
     #[derive(Args)]
@@ -394,6 +397,7 @@ mod chunkfs_serve {
         options.tick_ms = args.tick_ms.max(10);
         options.dead_after_ms = args.dead_after_ms.max(1);
         options.checkpoint_ops = args.checkpoint_ops.max(1);
+        options.lease_timeout_ms = args.lease_timeout_ms.max(1);
         let rt = tokio::runtime::Runtime::new()?;
         rt.block_on(async move {
             let server = MetaServer::start(args.listen, &credentials, options)

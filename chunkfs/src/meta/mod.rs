@@ -56,6 +56,9 @@ pub struct MetaOptions {
     /// them again).
     pub max_pending_deletes: usize,
     pub call_timeout: Duration,
+    /// A writer that neither wrote nor renewed its lease for this long is presumed dead: its
+    /// file is closed at the length it last committed (lease recovery).
+    pub lease_timeout_ms: u64,
 }
 
 impl MetaOptions {
@@ -73,6 +76,7 @@ impl MetaOptions {
             max_concurrent_repairs: 8,
             max_pending_deletes: 100_000,
             call_timeout: Duration::from_secs(60),
+            lease_timeout_ms: 60_000,
         }
     }
 }
@@ -94,6 +98,10 @@ struct State {
     servers: HashMap<String, ServerState>,
     repairs: HashSet<u64>,
     repairs_done: u64,
+    /// Open files' writers and when they were last heard of.
+    leases: HashMap<u64, Instant>,
+    /// Files whose lease is being recovered.
+    recovering: HashSet<u64>,
 }
 
 struct Shared {
@@ -149,6 +157,14 @@ impl MetaServer {
             layout = ?cp.layout,
             "chunkfs metadata recovered"
         );
+        // Writers of files open at the crash get a full lease to come back.
+        let now = Instant::now();
+        let leases: HashMap<u64, Instant> = cp
+            .namespace
+            .files()
+            .filter(|(_, f)| f.open)
+            .map(|(_, f)| (f.id, now))
+            .collect();
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 cp,
@@ -158,6 +174,8 @@ impl MetaServer {
                 servers: HashMap::new(),
                 repairs: HashSet::new(),
                 repairs_done: 0,
+                leases,
+                recovering: HashSet::new(),
             }),
             flavour,
             started: Instant::now(),
@@ -285,12 +303,15 @@ impl Shared {
             overwrite: req.overwrite,
         };
         match self.mutate(&mut st, &op, self.options.sync_namespace) {
-            Ok(()) => CreateReply {
-                error: None,
-                file_id,
-                layout: Some(st.cp.layout.to_wire(self.flavour == Flavour::KfsLike)),
-                block_bytes: st.cp.block_bytes,
-            },
+            Ok(()) => {
+                st.leases.insert(file_id, Instant::now());
+                CreateReply {
+                    error: None,
+                    file_id,
+                    layout: Some(st.cp.layout.to_wire(self.flavour == Flavour::KfsLike)),
+                    block_bytes: st.cp.block_bytes,
+                }
+            }
             Err(e) => CreateReply {
                 error: wire_err(&e),
                 ..Default::default()
@@ -350,6 +371,7 @@ impl Shared {
             block: block.clone(),
         };
         self.mutate(&mut st, &op, self.options.sync_namespace)?;
+        st.leases.insert(req.file_id, now);
         for (k, c) in chunks.iter().enumerate() {
             let servers = match layout {
                 Layout::Replicated { .. } => chosen.clone(),
@@ -393,8 +415,29 @@ impl Shared {
                 self.options.sync_namespace,
             )
             .map_err(|e| name_path(e, &req.path))?;
+            st.leases.remove(&req.file_id);
+        } else if req.block_id != 0 {
+            st.leases.insert(req.file_id, Instant::now());
         }
         Ok(())
+    }
+
+    fn renew(&self, req: RenewRequest) -> FsResult<()> {
+        let mut st = self.state.lock();
+        match st.cp.namespace.file_by_id(req.file_id) {
+            Some((_, f)) if f.open => {
+                st.leases.insert(req.file_id, Instant::now());
+                Ok(())
+            }
+            Some(_) => Err(FsError::Closed {
+                op: "append",
+                path: req.path,
+            }),
+            None => Err(FsError::NotFound {
+                op: "append",
+                path: format!("{} (replaced or removed while open)", req.path),
+            }),
+        }
     }
 
     fn stat(&self, path: &str) -> StatReply {
@@ -555,6 +598,10 @@ async fn tick_loop(shared: Arc<Shared>) {
     let period = Duration::from_millis(shared.options.tick_ms.max(10));
     loop {
         tokio::time::sleep(period).await;
+        for file_id in expired_leases(&shared) {
+            let shared = shared.clone();
+            tokio::spawn(async move { recover_lease(&shared, file_id).await });
+        }
         let jobs = tick(&shared);
         for (chunk, target, job) in jobs {
             let shared = shared.clone();
@@ -612,6 +659,98 @@ async fn repair(shared: &Shared, chunk: u64, target: &str, job: Repair) -> Resul
     match reply.error {
         Some(e) => Err(e.message),
         None => Ok(()),
+    }
+}
+
+/// Open files whose writer has been silent past the lease timeout (marked as recovering).
+fn expired_leases(shared: &Shared) -> Vec<u64> {
+    let mut st = shared.state.lock();
+    let timeout = Duration::from_millis(shared.options.lease_timeout_ms);
+    let expired: Vec<u64> = st
+        .leases
+        .iter()
+        .filter(|(id, at)| at.elapsed() > timeout && !st.recovering.contains(id))
+        .map(|(id, _)| *id)
+        .collect();
+    for id in &expired {
+        st.recovering.insert(*id);
+    }
+    expired
+}
+
+/// Lease recovery: the chunks of the file's last block are cut to the length the writer last
+/// committed on every server that answers, then the file is closed at that length.
+async fn recover_lease(shared: &Shared, file_id: u64) {
+    let last = {
+        let st = shared.state.lock();
+        st.cp.namespace.file_by_id(file_id).and_then(|(path, f)| {
+            let b = f.blocks.last()?;
+            Some((
+                path.to_string(),
+                b.clone(),
+                b.chunks
+                    .iter()
+                    .map(|c| st.locs.get(c).cloned().unwrap_or_default())
+                    .collect::<Vec<_>>(),
+            ))
+        })
+    };
+    if let Some((path, block, servers)) = &last {
+        warn!(%path, file_id, "writer lease expired; closing the file at its committed length");
+        for (k, (chunk, holders)) in block.chunks.iter().zip(servers).enumerate() {
+            let req = FinalizeRequest {
+                chunk_id: *chunk,
+                length: rs::chunk_len(block.layout, block.len, k),
+            };
+            let mut kept = Vec::new();
+            for server in holders {
+                let ok = match shared.peers.get(server, CHUNK_SERVER_NAME).await {
+                    Ok(c) => matches!(
+                        c.call_message::<_, WriteReply>(
+                            method::CHUNK_FINALIZE,
+                            &req,
+                            shared.options.call_timeout
+                        )
+                        .await,
+                        Ok(WriteReply { error: None, .. })
+                    ),
+                    Err(_) => false,
+                };
+                if ok {
+                    kept.push(server.clone());
+                }
+            }
+            let mut st = shared.state.lock();
+            if st.cp.namespace.chunk_owner(*chunk).is_some() {
+                st.locs.insert(*chunk, kept);
+            }
+        }
+    }
+    let mut st = shared.state.lock();
+    st.recovering.remove(&file_id);
+    let timeout = Duration::from_millis(shared.options.lease_timeout_ms);
+    // The writer may have come back meanwhile.
+    if st
+        .leases
+        .get(&file_id)
+        .is_some_and(|at| at.elapsed() <= timeout)
+    {
+        return;
+    }
+    st.leases.remove(&file_id);
+    let still_open = st
+        .cp
+        .namespace
+        .file_by_id(file_id)
+        .is_some_and(|(_, f)| f.open);
+    if still_open
+        && let Err(e) = shared.mutate(
+            &mut st,
+            &Op::Close { file_id },
+            shared.options.sync_namespace,
+        )
+    {
+        warn!(file_id, error = %e, "lease recovery: cannot close the file");
     }
 }
 
@@ -832,6 +971,7 @@ impl Service for MetaService {
                 UnitReply { error: None }.encode_to_vec()
             }
             method::META_STATUS => s.status().encode_to_vec(),
+            method::META_RENEW => unit(s.renew(decode(method, payload)?)),
             other => {
                 return Err(RpcError::service(
                     ErrorKind::NotFound,
