@@ -58,9 +58,9 @@ impl ClusterOptions {
     pub fn new(hyperspace: Vec<SocketAddr>) -> Self {
         Self {
             hyperspace,
-            mutator_buffer_cells: 10_000,
+            mutator_buffer_cells: 100_000,
             mutator_buffer_bytes: 4 << 20,
-            batch_bytes: 2 << 20,
+            batch_bytes: 4 << 20,
             scan_queue_cells: 4096,
             retry_for: Duration::from_secs(90),
             hyperspace_options: HsOptions::default(),
@@ -360,9 +360,25 @@ impl Inner {
         };
         // Route every cell to its server, keeping the order of each server's cells.
         let mut per_server: BTreeMap<String, Vec<Mutation>> = BTreeMap::new();
-        for m in batch {
-            let loc = locate(&ranges, &m.row).location.clone();
-            per_server.entry(loc).or_default().push(m);
+        let first = &ranges[0].location;
+        if ranges.iter().all(|r| r.location == *first) {
+            per_server.insert(first.clone(), batch);
+        } else {
+            // Servers by index, so that no name is copied per cell.
+            let mut names: Vec<&str> = ranges.iter().map(|r| r.location.as_str()).collect();
+            names.sort_unstable();
+            names.dedup();
+            let mut groups: Vec<Vec<Mutation>> = vec![Vec::new(); names.len()];
+            for m in batch {
+                let loc = locate(&ranges, &m.row).location.as_str();
+                let i = names.binary_search(&loc).unwrap_or(0);
+                groups[i].push(m);
+            }
+            for (name, cells) in names.into_iter().zip(groups) {
+                if !cells.is_empty() {
+                    per_server.insert(name.to_string(), cells);
+                }
+            }
         }
         let sends = per_server.into_iter().map(|(loc, cells)| async move {
             let res = self.send_to(&loc, table_id, &cells).await;
