@@ -1250,6 +1250,8 @@ async fn scan_table(
     for interval in intervals {
         let span = interval_rows(&interval);
         let mut limiter = Limiter::new(&spec);
+        // Bounds the retries of one part of the scan (reset when a part completes).
+        let mut backoff = Backoff::new(inner.opts.retry_for);
         // Where the next part of this interval starts (rows below it are done).
         let mut from: Option<Vec<u8>> = span.0.clone();
         loop {
@@ -1334,9 +1336,9 @@ async fn scan_table(
                 }
                 match inner.rs_failure(&location, table_id, e) {
                     Attempt::Fatal(e) => return Err(e),
-                    Attempt::Retry(_) => {
-                        // Locations were dropped; the retry loop above finds the new ones.
-                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    Attempt::Retry(why) => {
+                        // Locations were dropped; the next attempt finds the new ones.
+                        backoff.wait("scan", why).await?;
                         continue;
                     }
                 }
@@ -1344,6 +1346,7 @@ async fn scan_table(
             if stop {
                 break;
             }
+            backoff = Backoff::new(inner.opts.retry_for);
             let past_span = match (&run_end, &span.1) {
                 (None, _) => true,
                 (Some(e), Some(s)) => e >= s,

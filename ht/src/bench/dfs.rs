@@ -12,7 +12,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Instant;
 
 use anyhow::{Context, bail};
 use clap::Args;
@@ -21,11 +20,10 @@ use client::{Client, TableSchema};
 use common::schema::Durability;
 use dfs_broker::broker::{BrokerFs, BrokerFsOptions, BrokerOptions, BrokerService};
 use dfs_broker::objstore::s3_server::S3TestServer;
-use hql::ast::{DataSource, LoadData, LoadOptions, LoadTarget};
-use hql::load::{LoadContext, LoadReport, load_data};
+use hql::load::LoadReport;
 use rpc::ClusterCredentials;
 
-use super::load::{FAMILIES, QueryLogReader, TABLE};
+use super::load::{FAMILIES, TABLE};
 
 #[derive(Args, Debug)]
 pub struct DfsBenchArgs {
@@ -279,36 +277,7 @@ fn load_run(
         Durability::Log
     };
     client.create_table(TABLE, schema)?;
-    let start = Instant::now();
-    let reports = std::thread::scope(|s| -> anyhow::Result<Vec<LoadReport>> {
-        let handles: Vec<_> = files
-            .iter()
-            .map(|file| {
-                let client = &client;
-                s.spawn(move || -> anyhow::Result<LoadReport> {
-                    let stmt = LoadData {
-                        options: LoadOptions::default(),
-                        source: DataSource::Stdin,
-                        target: LoadTarget::Table(TABLE.into()),
-                    };
-                    let mut input = QueryLogReader::open(std::slice::from_ref(file))?;
-                    let ctx = LoadContext {
-                        client,
-                        namespace: "/",
-                        progress: false,
-                        skip_bad_lines: false,
-                        stdin: Some(&mut input),
-                    };
-                    Ok(load_data(ctx, &stmt)?)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().map_err(|_| anyhow::anyhow!("a loader panicked"))?)
-            .collect()
-    })?;
-    let elapsed = start.elapsed().as_secs_f64();
+    let (elapsed, reports) = super::load::parallel_load(&client, files)?;
     client.close()?;
     Ok((elapsed, reports))
 }

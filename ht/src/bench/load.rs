@@ -395,7 +395,10 @@ fn report(args: &LoadArgs, runs: &[Run]) -> anyhow::Result<()> {
 
 /// Loads `files` concurrently, one loader thread per file, into [`TABLE`] of `client`; returns
 /// the elapsed seconds and each loader's report.
-fn parallel_load(client: &dyn Client, files: &[PathBuf]) -> anyhow::Result<(f64, Vec<LoadReport>)> {
+pub(crate) fn parallel_load(
+    client: &dyn Client,
+    files: &[PathBuf],
+) -> anyhow::Result<(f64, Vec<LoadReport>)> {
     let start = Instant::now();
     let reports = std::thread::scope(|s| -> anyhow::Result<Vec<LoadReport>> {
         let handles: Vec<_> = files
