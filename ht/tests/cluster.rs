@@ -97,11 +97,11 @@ impl LocalCluster {
         p.name
     }
 
-    fn client(&self) -> ClusterClient {
-        let creds = rpc::ClusterCredentials::load(self.path(), "client").expect("client creds");
+    /// The Hyperspace replicas' addresses, from the cluster file.
+    fn hyperspace_addrs(&self) -> Vec<std::net::SocketAddr> {
         let text = std::fs::read_to_string(self.path().join("cluster.json")).expect("cluster file");
         let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-        let addrs = v["hyperspace"]
+        v["hyperspace"]
             .as_array()
             .expect("hyperspace list")
             .iter()
@@ -109,8 +109,13 @@ impl LocalCluster {
                 let s = p.as_str().expect("string");
                 s.split_once('@').expect("id@addr").1.parse().expect("addr")
             })
-            .collect();
-        ClusterClient::connect(creds, ClusterOptions::new(addrs)).expect("connect")
+            .collect()
+    }
+
+    fn client(&self) -> ClusterClient {
+        let creds = rpc::ClusterCredentials::load(self.path(), "client").expect("client creds");
+        ClusterClient::connect(creds, ClusterOptions::new(self.hyperspace_addrs()))
+            .expect("connect")
     }
 
     /// The tail of every process log, for failure messages.
@@ -527,24 +532,7 @@ fn standby_master_finishes_what_the_dead_one_logged() {
     // What the dead master would have left: a logged table creation, no step of it done.
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let creds = rpc::ClusterCredentials::load(cluster.path(), "client").expect("creds");
-    let addrs = {
-        let text = std::fs::read_to_string(cluster.path().join("cluster.json")).expect("file");
-        let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-        v["hyperspace"]
-            .as_array()
-            .expect("list")
-            .iter()
-            .map(|p| {
-                p.as_str()
-                    .expect("str")
-                    .split_once('@')
-                    .expect("@")
-                    .1
-                    .parse()
-                    .expect("addr")
-            })
-            .collect::<Vec<std::net::SocketAddr>>()
-    };
+    let addrs = cluster.hyperspace_addrs();
     rt.block_on(async {
         let (hs, _events) = hyperspace::client::Hyperspace::connect(
             addrs,

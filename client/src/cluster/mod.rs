@@ -646,6 +646,22 @@ impl ClusterClient {
         self.rt.block_on(f)
     }
 
+    /// A DDL call to the master on the normalised `path`; returns the reply's schema JSON.
+    fn ddl(
+        &self,
+        m: &'static str,
+        path: &str,
+        to: &str,
+        schema: Option<&TableSchema>,
+    ) -> Result<String> {
+        let req = DdlRequest {
+            path: normalize_path(path)?,
+            to: to.to_string(),
+            schema_json: schema.map(TableSchema::to_json).unwrap_or_default(),
+        };
+        self.run(self.inner.ddl(m, req))
+    }
+
     /// The ranges of a table and where they are (for tools and tests).
     pub fn table_locations(&self, path: &str) -> Result<Vec<RangeLocation>> {
         let inner = &self.inner;
@@ -712,27 +728,12 @@ impl Drop for ClusterClient {
 
 impl Client for ClusterClient {
     fn create_namespace(&self, path: &str) -> Result<()> {
-        let path = normalize_path(path)?;
-        self.run(self.inner.ddl(
-            method::CREATE_NAMESPACE,
-            DdlRequest {
-                path,
-                ..Default::default()
-            },
-        ))
-        .map(|_| ())
+        self.ddl(method::CREATE_NAMESPACE, path, "", None)
+            .map(|_| ())
     }
 
     fn drop_namespace(&self, path: &str) -> Result<()> {
-        let path = normalize_path(path)?;
-        self.run(self.inner.ddl(
-            method::DROP_NAMESPACE,
-            DdlRequest {
-                path,
-                ..Default::default()
-            },
-        ))
-        .map(|_| ())
+        self.ddl(method::DROP_NAMESPACE, path, "", None).map(|_| ())
     }
 
     fn namespace_exists(&self, path: &str) -> Result<bool> {
@@ -770,16 +771,7 @@ impl Client for ClusterClient {
     }
 
     fn create_table(&self, path: &str, schema: TableSchema) -> Result<TableSchema> {
-        let path = normalize_path(path)?;
-        let json = self.run(self.inner.ddl(
-            method::CREATE_TABLE,
-            DdlRequest {
-                path,
-                to: String::new(),
-                schema_json: schema.to_json(),
-            },
-        ))?;
-        parse_schema(&json)
+        parse_schema(&self.ddl(method::CREATE_TABLE, path, "", Some(&schema))?)
     }
 
     fn table_schema(&self, path: &str) -> Result<TableSchema> {
@@ -799,42 +791,16 @@ impl Client for ClusterClient {
     }
 
     fn alter_table(&self, path: &str, schema: TableSchema) -> Result<TableSchema> {
-        let path = normalize_path(path)?;
-        let json = self.run(self.inner.ddl(
-            method::ALTER_TABLE,
-            DdlRequest {
-                path,
-                to: String::new(),
-                schema_json: schema.to_json(),
-            },
-        ))?;
-        parse_schema(&json)
+        parse_schema(&self.ddl(method::ALTER_TABLE, path, "", Some(&schema))?)
     }
 
     fn rename_table(&self, from: &str, to: &str) -> Result<()> {
-        let path = normalize_path(from)?;
         let to = normalize_path(to)?;
-        self.run(self.inner.ddl(
-            method::RENAME_TABLE,
-            DdlRequest {
-                path,
-                to,
-                schema_json: String::new(),
-            },
-        ))
-        .map(|_| ())
+        self.ddl(method::RENAME_TABLE, from, &to, None).map(|_| ())
     }
 
     fn drop_table(&self, path: &str) -> Result<()> {
-        let path = normalize_path(path)?;
-        self.run(self.inner.ddl(
-            method::DROP_TABLE,
-            DdlRequest {
-                path,
-                ..Default::default()
-            },
-        ))
-        .map(|_| ())
+        self.ddl(method::DROP_TABLE, path, "", None).map(|_| ())
     }
 
     fn mutator(&self, table: &str) -> Result<Box<dyn TableMutator>> {
