@@ -149,6 +149,13 @@ fn spawn(dir: &Path, role: &str, name: &str, args: &[String]) -> anyhow::Result<
 
 /// True if process `pid` exists (and is not a zombie of ours).
 pub fn alive(pid: u32) -> bool {
+    // A child of this process (`ht bench load --cluster` starts the cluster itself) that has
+    // exited stays a zombie until reaped, and kill(pid, 0) succeeds on zombies: reap it first.
+    let mut status = 0;
+    // SAFETY: waitpid with WNOHANG on one pid; fails harmlessly (ECHILD) if not our child.
+    if unsafe { libc::waitpid(pid as i32, &mut status, libc::WNOHANG) } == pid as i32 {
+        return false;
+    }
     // SAFETY: kill with signal 0 only checks that the process exists.
     unsafe { libc::kill(pid as i32, 0) == 0 }
 }

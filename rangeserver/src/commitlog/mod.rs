@@ -5,7 +5,7 @@
 //! durability asked for. [`replay`] and [`CommitLog::replay_existing`] read the entries back,
 //! skipping a torn block at the end of a fragment and refusing corruption anywhere else.
 
-mod block;
+pub(crate) mod block;
 mod fragment;
 mod writer;
 

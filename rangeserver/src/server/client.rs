@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{Cell, ErrorKind, Mutation, ScanSpec, TableSchema};
+use common::{AsMutationRef, Cell, ErrorKind, ScanSpec, TableSchema};
 use prost::Message as _;
 use rpc::{Client, ClientOptions, ClusterCredentials, ResponseStream, RpcError};
 
@@ -256,10 +256,30 @@ impl RangeServerClient {
 
     /// Applies one batch, whole or not at all. A batch must fit in one message
     /// (`max_message_bytes`) and in the server's commit-log block; split larger ones.
-    pub async fn update(&self, table_id: u32, mutations: &[Mutation]) -> Result<(), RsError> {
+    pub async fn update<M: AsMutationRef>(
+        &self,
+        table_id: u32,
+        mutations: &[M],
+    ) -> Result<(), RsError> {
+        let size: usize = mutations
+            .iter()
+            .map(|m| {
+                let m = m.as_mutation_ref();
+                m.row.len() + m.qualifier.len() + m.value.len() + PACKED_CELL_OVERHEAD
+            })
+            .sum();
+        let mut cells = Vec::with_capacity(size);
+        encode_cells(mutations, &mut cells);
         let req = UpdateRequest {
             table_id,
-            mutations: mutations.iter().map(WireMutation::from).collect(),
+            cells: cells.into(),
+            count: u32::try_from(mutations.len()).map_err(|_| {
+                RsError::InvalidInput(format!(
+                    "a batch of {} mutations is above the limit of {} cells",
+                    mutations.len(),
+                    u32::MAX
+                ))
+            })?,
         };
         // The request envelope adds the method name and a few bytes of framing.
         let len = req.encoded_len() + 64;

@@ -7,7 +7,9 @@ use common::key::{CellFlag, Key};
 use common::scan_spec::{
     CellInterval, CellPos, ColumnSelector, QualifierMatch, RowInterval, ScanSpec,
 };
-use common::{Cell, Mutation};
+use common::{AsMutationRef, Cell, MutationRef};
+
+use crate::commitlog::block::{get_varint, put_varint};
 
 use crate::engine::{EngineStats, RangeInfo};
 use crate::meta::RangeRecord;
@@ -131,33 +133,107 @@ pub fn record_from_json(json: &str) -> Result<RangeRecord, String> {
     serde_json::from_str(json).map_err(|e| format!("bad range record: {e}"))
 }
 
-/// One cell to write.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct WireMutation {
-    #[prost(bytes = "vec", tag = "1")]
-    pub row: Vec<u8>,
-    #[prost(uint32, tag = "2")]
-    pub family: u32,
-    #[prost(bytes = "vec", tag = "3")]
-    pub qualifier: Vec<u8>,
-    /// Absent: the server assigns the timestamp (the cell's revision).
-    #[prost(int64, optional, tag = "4")]
-    pub timestamp: Option<i64>,
-    /// The key flag byte: 0 DeleteRow, 1 DeleteColumnFamily, 2 DeleteCell,
-    /// 3 DeleteCellVersion, 255 Insert.
-    #[prost(uint32, tag = "5")]
-    pub flag: u32,
-    #[prost(bytes = "vec", tag = "6")]
-    pub value: Vec<u8>,
-}
-
-/// `rs.update`: one batch, applied whole or not at all.
+/// `rs.update`: one batch, applied whole or not at all. The cells are packed
+/// ([`encode_cells`]), so the server reads them in place without a vector per field.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct UpdateRequest {
     #[prost(uint32, tag = "1")]
     pub table_id: u32,
-    #[prost(message, repeated, tag = "2")]
-    pub mutations: Vec<WireMutation>,
+    /// The packed cells (layout in `docs/formats/rangeserver-rpc.md`, "Packed cells").
+    #[prost(bytes = "bytes", tag = "3")]
+    pub cells: bytes::Bytes,
+    /// How many cells `cells` holds.
+    #[prost(uint32, tag = "4")]
+    pub count: u32,
+}
+
+/// Bytes a packed cell takes besides its row, qualifier and value (flag, family, timestamp,
+/// three lengths), at most.
+pub const PACKED_CELL_OVERHEAD: usize = 3 + 8 + 3 * 5;
+
+/// Appends the packed form of `cells` to `out`: per cell, `flag u8, family u8, has_ts u8,
+/// [timestamp i64 LE], varint row length, row, varint qualifier length, qualifier, varint value
+/// length, value`.
+pub fn encode_cells<'a, M: AsMutationRef + 'a>(
+    cells: impl IntoIterator<Item = &'a M>,
+    out: &mut Vec<u8>,
+) {
+    for m in cells {
+        let m = m.as_mutation_ref();
+        out.push(m.flag as u8);
+        out.push(m.family);
+        match m.timestamp {
+            Some(ts) => {
+                out.push(1);
+                out.extend_from_slice(&ts.to_le_bytes());
+            }
+            None => out.push(0),
+        }
+        for field in [m.row, m.qualifier, m.value] {
+            put_varint(out, field.len() as u64);
+            out.extend_from_slice(field);
+        }
+    }
+}
+
+/// Reads `count` packed cells from `buf` ([`encode_cells`]), borrowing their bytes. A malformed
+/// buffer is an error naming the cell and byte offset, and nothing is returned.
+pub fn decode_cells(buf: &[u8], count: u32) -> Result<Vec<MutationRef<'_>>, String> {
+    // Every cell takes at least 6 bytes, so a lying count cannot make a huge allocation.
+    let mut out = Vec::with_capacity((count as usize).min(buf.len() / 6 + 1));
+    let mut pos = 0usize;
+    for i in 0..count {
+        let start = pos;
+        let bad = |what: &str| format!("packed cell {i} at byte {start}: {what}");
+        let head = buf
+            .get(pos..pos + 3)
+            .ok_or_else(|| bad("truncated header"))?;
+        let flag = CellFlag::from_u8(head[0])
+            .ok_or_else(|| bad(&format!("unknown cell flag {}", head[0])))?;
+        let family = head[1];
+        pos += 3;
+        let timestamp = match head[2] {
+            0 => None,
+            1 => {
+                let b = buf
+                    .get(pos..pos + 8)
+                    .ok_or_else(|| bad("truncated timestamp"))?;
+                pos += 8;
+                Some(i64::from_le_bytes(b.try_into().expect("8 bytes")))
+            }
+            other => return Err(bad(&format!("timestamp marker {other} is neither 0 nor 1"))),
+        };
+        let mut field = |name: &str| -> Result<&[u8], String> {
+            let len =
+                get_varint(buf, &mut pos).ok_or_else(|| bad(&format!("bad {name} length")))?;
+            let end = usize::try_from(len)
+                .ok()
+                .and_then(|l| pos.checked_add(l))
+                .filter(|&e| e <= buf.len())
+                .ok_or_else(|| bad(&format!("{name} of {len} bytes runs past the message")))?;
+            let f = &buf[pos..end];
+            pos = end;
+            Ok(f)
+        };
+        let row = field("row")?;
+        let qualifier = field("qualifier")?;
+        let value = field("value")?;
+        out.push(MutationRef {
+            row,
+            family,
+            qualifier,
+            timestamp,
+            flag,
+            value,
+        });
+    }
+    if pos != buf.len() {
+        return Err(format!(
+            "{} bytes after the last of {count} packed cells",
+            buf.len() - pos
+        ));
+    }
+    Ok(out)
 }
 
 /// A row this server holds no range for: the client refreshes its range locations.
@@ -369,33 +445,6 @@ pub fn flag_from_wire(flag: u32) -> Result<CellFlag, String> {
 
 fn family_from_wire(family: u32) -> Result<u8, String> {
     u8::try_from(family).map_err(|_| format!("family id {family} is above 255"))
-}
-
-impl From<&Mutation> for WireMutation {
-    fn from(m: &Mutation) -> Self {
-        Self {
-            row: m.row.clone(),
-            family: m.family.into(),
-            qualifier: m.qualifier.clone(),
-            timestamp: m.timestamp,
-            flag: m.flag as u32,
-            value: m.value.clone(),
-        }
-    }
-}
-
-impl TryFrom<WireMutation> for Mutation {
-    type Error = String;
-    fn try_from(m: WireMutation) -> Result<Self, String> {
-        Ok(Self {
-            row: m.row,
-            family: family_from_wire(m.family)?,
-            qualifier: m.qualifier,
-            timestamp: m.timestamp,
-            flag: flag_from_wire(m.flag)?,
-            value: m.value,
-        })
-    }
 }
 
 impl From<Cell> for WireCell {
@@ -662,5 +711,92 @@ impl TryFrom<WireScanSpec> for ScanSpec {
             return_deletes: s.return_deletes,
             no_cache: s.no_cache,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::Mutation;
+    use proptest::prelude::*;
+
+    fn mutation() -> impl Strategy<Value = Mutation> {
+        (
+            prop::collection::vec(any::<u8>(), 0..40),
+            any::<u8>(),
+            prop::collection::vec(any::<u8>(), 0..20),
+            prop::option::of(any::<i64>()),
+            prop::sample::select(vec![
+                CellFlag::DeleteRow,
+                CellFlag::DeleteColumnFamily,
+                CellFlag::DeleteCell,
+                CellFlag::DeleteCellVersion,
+                CellFlag::Insert,
+            ]),
+            prop::collection::vec(any::<u8>(), 0..300),
+        )
+            .prop_map(
+                |(row, family, qualifier, timestamp, flag, value)| Mutation {
+                    row,
+                    family,
+                    qualifier,
+                    timestamp,
+                    flag,
+                    value,
+                },
+            )
+    }
+
+    proptest! {
+        /// Packed cells read back as written; every strict prefix of a packing and every
+        /// miscounted one is refused, never read as something else.
+        #[test]
+        fn packed_cells_round_trip(cells in prop::collection::vec(mutation(), 0..30), cut in any::<prop::sample::Index>()) {
+            let mut buf = Vec::new();
+            encode_cells(&cells, &mut buf);
+            let back = decode_cells(&buf, cells.len() as u32).unwrap();
+            prop_assert_eq!(back.len(), cells.len());
+            for (b, m) in back.iter().zip(&cells) {
+                prop_assert_eq!(*b, m.as_mutation_ref());
+            }
+            if !buf.is_empty() {
+                let n = cut.index(buf.len());
+                prop_assert!(decode_cells(&buf[..n], cells.len() as u32).is_err());
+            }
+            prop_assert!(decode_cells(&buf, cells.len() as u32 + 1).is_err());
+            if !cells.is_empty() {
+                prop_assert!(decode_cells(&buf, cells.len() as u32 - 1).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_packed_cells_say_which_cell_and_where() {
+        let cells = [
+            Mutation::insert("r1", 1, "q", "v"),
+            Mutation::insert("r2", 1, "q", "v"),
+        ];
+        let mut buf = Vec::new();
+        encode_cells(&cells, &mut buf);
+        let second = buf.len() / 2;
+        let mut bad = buf.clone();
+        bad[second] = 7;
+        let e = decode_cells(&bad, 2).unwrap_err();
+        assert_eq!(
+            e,
+            format!("packed cell 1 at byte {second}: unknown cell flag 7")
+        );
+        let mut bad = buf.clone();
+        bad[2] = 9;
+        let e = decode_cells(&bad, 2).unwrap_err();
+        assert_eq!(
+            e,
+            "packed cell 0 at byte 0: timestamp marker 9 is neither 0 nor 1"
+        );
+        let e = decode_cells(&buf[..buf.len() - 1], 2).unwrap_err();
+        assert!(e.starts_with("packed cell 1 at byte"), "{e}");
+        assert!(e.ends_with("value of 1 bytes runs past the message"), "{e}");
+        // A count far above what the bytes can hold allocates nothing large and fails.
+        assert!(decode_cells(&buf, u32::MAX).is_err());
     }
 }

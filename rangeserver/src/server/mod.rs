@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use common::{ErrorKind, Mutation, ScanSpec, TableSchema};
+use common::{ErrorKind, ScanSpec, TableSchema};
 use prost::Message as _;
 use rpc::{ClusterCredentials, PeerInfo, RpcError, Server, ServerOptions, StreamSink};
 use tokio::sync::Semaphore;
@@ -128,12 +128,13 @@ impl RangeServerService {
 
     async fn update(&self, req: UpdateRequest) -> Result<UpdateReply, RpcError> {
         let table_id = req.table_id;
-        let mut mutations = Vec::with_capacity(req.mutations.len());
-        for m in req.mutations {
-            mutations.push(Mutation::try_from(m).map_err(invalid(method::UPDATE))?);
-        }
+        let (cells, count) = (req.cells, req.count);
+        // Read in place on the blocking thread: the cells borrow the message's bytes.
         match self
-            .blocking(move |e| e.apply(table_id, &mutations))
+            .blocking(move |e| {
+                let mutations = decode_cells(&cells, count).map_err(Error::InvalidInput)?;
+                e.apply(table_id, &mutations)
+            })
             .await?
         {
             Ok(()) => Ok(UpdateReply { not_here: None }),
