@@ -113,9 +113,15 @@ impl LocalCluster {
     }
 
     fn client(&self) -> ClusterClient {
+        self.client_with(|_| {})
+    }
+
+    /// A client with its options changed by `f`.
+    fn client_with(&self, f: impl FnOnce(&mut ClusterOptions)) -> ClusterClient {
         let creds = rpc::ClusterCredentials::load(self.path(), "client").expect("client creds");
-        ClusterClient::connect(creds, ClusterOptions::new(self.hyperspace_addrs()))
-            .expect("connect")
+        let mut opts = ClusterOptions::new(self.hyperspace_addrs());
+        f(&mut opts);
+        ClusterClient::connect(creds, opts).expect("connect")
     }
 
     /// The tail of every process log, for failure messages.
@@ -516,6 +522,99 @@ fn kill_test(extra: &[&str], total: u64, split_bytes: u64) {
         takeover_in < Duration::from_secs(10),
         "takeover took {takeover_in:?}"
     );
+}
+
+/// One mutator with several buffers in flight keeps the order of its cells while the table
+/// splits and its ranges move between servers: every key's versions (server-assigned
+/// timestamps) come back newest first in the order they were set, and a row deleted mid-way
+/// holds only what was set after the delete.
+#[test]
+fn a_mutator_keeps_its_order_through_splits_and_moves() {
+    let cluster = LocalCluster::start_with(1, 1, 3, &["--split-bytes", "262144"]);
+    // Small buffers, many in flight: the servers get several batches of one key at once.
+    let client = cluster.client_with(|o| {
+        o.mutator_buffer_bytes = 16 << 10;
+        o.mutator_in_flight = 8;
+    });
+    let mut schema = common::TableSchema::new(0, "");
+    let fam = schema.add_family("v");
+    client.create_table("/order", schema).expect("create table");
+    const KEYS: u64 = 200;
+    const MIN_ROUNDS: u64 = 12;
+    const DELETE_ROUND: u64 = 5;
+    let key = |k: u64| format!("key{:06}", k.wrapping_mul(7919) % KEYS).into_bytes();
+    let value = |round: u64, k: u64| format!("{round:03}:{k}:{}", "x".repeat(200)).into_bytes();
+    let mut m = client.mutator("/order").expect("mutator");
+    // Rounds over every key, never flushed in between, until the table has split and ranges
+    // have moved while buffers were in flight.
+    let started = Instant::now();
+    let mut rounds = 0;
+    loop {
+        for k in 0..KEYS {
+            if rounds == DELETE_ROUND && k % 10 == 0 {
+                m.set(common::Mutation::delete(
+                    common::key::CellFlag::DeleteRow,
+                    key(k),
+                    0,
+                    Vec::new(),
+                    None,
+                ))
+                .expect("delete");
+            }
+            m.set(common::Mutation::insert(key(k), fam, "", value(rounds, k)))
+                .expect("set");
+        }
+        rounds += 1;
+        let ranges = client.table_locations("/order").expect("locations").len();
+        let moves = client.master_status().expect("status").moves;
+        if rounds >= MIN_ROUNDS && ranges >= 4 && moves >= 2 {
+            eprintln!("{rounds} rounds, {ranges} ranges, {moves} moves");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "after {rounds} rounds: {ranges} ranges, {moves} moves\n{}",
+            cluster.logs()
+        );
+    }
+    m.flush().expect("flush");
+
+    let mut versions: std::collections::BTreeMap<Vec<u8>, Vec<u64>> = Default::default();
+    let mut scanner = client
+        .scanner("/order", common::ScanSpec::default())
+        .expect("scanner");
+    while let Some(c) = scanner.next_cell().expect("scan") {
+        let v = String::from_utf8(c.value).expect("utf-8");
+        let (round, rest) = v.split_once(':').expect("value shape");
+        let k: u64 = rest
+            .split_once(':')
+            .expect("value shape")
+            .0
+            .parse()
+            .expect("k");
+        assert_eq!(c.key.row, key(k), "value of another key");
+        versions
+            .entry(c.key.row)
+            .or_default()
+            .push(round.parse().expect("round"));
+    }
+    assert_eq!(versions.len() as u64, KEYS, "keys");
+    for k in 0..KEYS {
+        let first = if k % 10 == 0 { DELETE_ROUND } else { 0 };
+        let want: Vec<u64> = (first..rounds).rev().collect();
+        let got = &versions[&key(k)];
+        if *got != want {
+            let at = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+            panic!(
+                "versions of {} newest first: {} of them, then {:?}; want {} of them, then {:?}",
+                String::from_utf8_lossy(&key(k)),
+                got.len(),
+                &got[at..got.len().min(at + 5)],
+                want.len(),
+                &want[at..want.len().min(at + 5)]
+            );
+        }
+    }
 }
 
 /// A master killed after logging an operation: the standby takes over and finishes it.

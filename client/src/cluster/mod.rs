@@ -24,7 +24,9 @@ use common::{ErrorKind, Mutation, ScanSpec, TableSchema};
 use hyperspace::client::{ClientOptions as HsOptions, Hyperspace};
 use hyperspace::command::ErrorCode;
 use parking_lot::Mutex;
-use rangeserver::server::client::{RangeServerClient, RangeServerClientOptions, RsError};
+use rangeserver::server::client::{
+    RangeServerClient, RangeServerClientOptions, RsError, StreamPlace,
+};
 use rpc::ClusterCredentials;
 use tokio::sync::mpsc;
 
@@ -44,6 +46,8 @@ pub struct ClusterOptions {
     pub mutator_buffer_cells: usize,
     /// ... or this many bytes of rows, qualifiers and values.
     pub mutator_buffer_bytes: usize,
+    /// Buffers a mutator has on their way to the servers at once (at least 1).
+    pub mutator_in_flight: usize,
     /// Bytes of one update message to a range server (a buffer is sent as several).
     pub batch_bytes: usize,
     /// Cells a scanner holds between the network and its reader.
@@ -59,7 +63,8 @@ impl ClusterOptions {
         Self {
             hyperspace,
             mutator_buffer_cells: 100_000,
-            mutator_buffer_bytes: 4 << 20,
+            mutator_buffer_bytes: 1 << 20,
+            mutator_in_flight: 3,
             batch_bytes: 4 << 20,
             scan_queue_cells: 4096,
             retry_for: Duration::from_secs(90),
@@ -212,6 +217,8 @@ impl Inner {
                 self.invalidate(table_id);
                 Attempt::Retry(format!("range server {location}: {e}"))
             }
+            // An earlier batch of the stream failed, and says why itself.
+            RsError::StreamRefused(_) => Attempt::Retry(format!("range server {location}: {e}")),
             e if e.kind() == ErrorKind::Unavailable => {
                 self.forget_server(location);
                 self.invalidate(table_id);
@@ -358,32 +365,12 @@ impl Inner {
             Ok(r) => r,
             Err(e) => return Err((batch, e)),
         };
-        // Route every cell to its server, keeping the order of each server's cells.
-        let mut per_server: BTreeMap<String, Vec<Mutation>> = BTreeMap::new();
-        let first = &ranges[0].location;
-        if ranges.iter().all(|r| r.location == *first) {
-            per_server.insert(first.clone(), batch);
-        } else {
-            // Servers by index, so that no name is copied per cell.
-            let mut names: Vec<&str> = ranges.iter().map(|r| r.location.as_str()).collect();
-            names.sort_unstable();
-            names.dedup();
-            let mut groups: Vec<Vec<Mutation>> = vec![Vec::new(); names.len()];
-            for m in batch {
-                let loc = locate(&ranges, &m.row).location.as_str();
-                let i = names.binary_search(&loc).unwrap_or(0);
-                groups[i].push(m);
-            }
-            for (name, cells) in names.into_iter().zip(groups) {
-                if !cells.is_empty() {
-                    per_server.insert(name.to_string(), cells);
-                }
-            }
-        }
-        let sends = per_server.into_iter().map(|(loc, cells)| async move {
-            let res = self.send_to(&loc, table_id, &cells).await;
-            (loc, cells, res)
-        });
+        let sends = route(&ranges, batch)
+            .into_iter()
+            .map(|(loc, cells)| async move {
+                let res = self.send_to(&loc, table_id, &cells).await;
+                (loc, cells, res)
+            });
         let mut why = None;
         let mut fatal = None;
         let mut failed = Vec::new();
@@ -532,6 +519,50 @@ async fn futures_join_all<F: std::future::Future>(
     outs.into_iter()
         .map(|o| o.expect("every future finished"))
         .collect()
+}
+
+/// Routes every cell to the server holding its row, keeping the order of each server's cells.
+fn route(ranges: &[RangeLocation], cells: Vec<Mutation>) -> Vec<(String, Vec<Mutation>)> {
+    let first = &ranges[0].location;
+    if ranges.iter().all(|r| r.location == *first) {
+        return vec![(first.clone(), cells)];
+    }
+    // Servers by index, so that no name is copied per cell.
+    let mut names: Vec<&str> = ranges.iter().map(|r| r.location.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    let mut groups: Vec<Vec<Mutation>> = vec![Vec::new(); names.len()];
+    for m in cells {
+        let loc = locate(ranges, &m.row).location.as_str();
+        let i = names.binary_search(&loc).unwrap_or(0);
+        groups[i].push(m);
+    }
+    names
+        .into_iter()
+        .zip(groups)
+        .filter(|(_, cells)| !cells.is_empty())
+        .map(|(name, cells)| (name.to_string(), cells))
+        .collect()
+}
+
+/// Cuts one server's cells into batches of about `batch_bytes` (at least one cell each).
+fn cut_batches(mut cells: Vec<Mutation>, batch_bytes: usize) -> Vec<Vec<Mutation>> {
+    let mut out = Vec::new();
+    loop {
+        let mut end = 0;
+        let mut bytes = 0;
+        while end < cells.len() && (end == 0 || bytes < batch_bytes) {
+            let m = &cells[end];
+            bytes += m.row.len() + m.qualifier.len() + m.value.len() + 24;
+            end += 1;
+        }
+        if end == cells.len() {
+            out.push(cells);
+            return out;
+        }
+        let rest = cells.split_off(end);
+        out.push(std::mem::replace(&mut cells, rest));
+    }
 }
 
 /// The range holding `row` (ranges cover every row: checked by [`parse_locations`]).
@@ -814,7 +845,10 @@ impl Client for ClusterClient {
             limit_cells: self.inner.opts.mutator_buffer_cells.max(1),
             limit_bytes: self.inner.opts.mutator_buffer_bytes.max(1),
             flushed: 0,
-            in_flight: None,
+            depth: self.inner.opts.mutator_in_flight.max(1),
+            in_flight: Default::default(),
+            routed_with: None,
+            streams: HashMap::new(),
         }))
     }
 
@@ -919,9 +953,15 @@ fn parse_schema(json: &str) -> Result<TableSchema> {
     })
 }
 
-/// Buffers cells and sends them while the next buffer fills: at most one buffer is in flight
-/// (so a table's cells reach each server in the order they were set, and memory stays within
-/// two buffers); `flush` waits for it.
+/// Buffers cells and sends full buffers while the next ones fill: up to
+/// [`ClusterOptions::mutator_in_flight`] buffers are on their way at once, each cut into one
+/// batch per range server. The batches to one server travel as an ordered update stream
+/// (`rangeserver::server::streams`), so the server applies them in the order the cells were
+/// set even though they are in flight together, and refuses every later batch once one fails.
+/// All buffers in flight were routed with the same range locations, so a row's cells go to one
+/// server. When a batch fails, every buffer in flight is waited for and the cells not applied
+/// are sent again in order, one batch at a time, with retries (`Inner::apply`). Memory: the
+/// buffer filling plus the buffers in flight. `flush` waits for them all.
 struct ClusterMutator {
     inner: Arc<Inner>,
     rt: tokio::runtime::Handle,
@@ -931,39 +971,176 @@ struct ClusterMutator {
     limit_cells: usize,
     limit_bytes: usize,
     flushed: u64,
-    in_flight: Option<(tokio::task::JoinHandle<Result<()>>, u64)>,
+    depth: usize,
+    in_flight: std::collections::VecDeque<Flight>,
+    /// The locations the buffers in flight were routed with.
+    routed_with: Option<Arc<Vec<RangeLocation>>>,
+    /// The update stream to each server.
+    streams: HashMap<String, UpdateStream>,
 }
 
-impl ClusterMutator {
-    /// Waits for the buffer in flight; its cells are durable once this returns `Ok`.
-    fn settle(&mut self) -> Result<()> {
-        let Some((task, n)) = self.in_flight.take() else {
-            return Ok(());
-        };
-        self.rt.block_on(task).map_err(|e| ClientError::Storage {
-            kind: ErrorKind::Internal,
-            message: format!("update task failed: {e}"),
-        })??;
-        self.flushed += n;
-        Ok(())
-    }
+/// This mutator's ordered update stream to one server.
+struct UpdateStream {
+    id: u64,
+    /// The next batch's number.
+    next: u64,
+    /// Leading batches seen applied.
+    acked: u64,
+}
 
-    /// Starts sending the buffer once the one before it has arrived.
+/// One buffer in flight: a batch per server (or several, for a large buffer).
+struct Flight {
+    parts: Vec<(String, BatchTask)>,
+}
+
+type BatchTask = tokio::task::JoinHandle<(Vec<Mutation>, std::result::Result<(), RsError>)>;
+
+impl ClusterMutator {
+    /// Starts sending the buffer, after waiting for room in flight.
     fn send(&mut self) -> Result<()> {
-        self.settle()?;
         if self.buf.is_empty() {
             return Ok(());
         }
+        while self.in_flight.len() >= self.depth {
+            self.settle_front()?;
+        }
         let cells = std::mem::take(&mut self.buf);
-        let n = cells.len() as u64;
         self.buf_bytes = 0;
-        let inner = self.inner.clone();
-        let table_id = self.table_id;
-        let task = self
-            .rt
-            .spawn(async move { inner.apply(table_id, cells).await });
-        self.in_flight = Some((task, n));
+        let n = cells.len() as u64;
+        let ranges = match self.rt.block_on(self.inner.ranges(self.table_id)) {
+            Ok(r) => r,
+            Err(Attempt::Fatal(e)) => return Err(e),
+            Err(Attempt::Retry(_)) => {
+                // No locations now: finish what is in flight, then send with retries.
+                self.settle_all()?;
+                self.rt.block_on(self.inner.apply(self.table_id, cells))?;
+                self.flushed += n;
+                return Ok(());
+            }
+        };
+        if self
+            .routed_with
+            .as_ref()
+            .is_some_and(|r| !Arc::ptr_eq(r, &ranges))
+        {
+            // New locations: a row might now go to another server than in a buffer still in
+            // flight, and overtake it there.
+            self.settle_all()?;
+        }
+        self.routed_with = Some(ranges.clone());
+        let mut parts = Vec::new();
+        for (location, cells) in route(&ranges, cells) {
+            for batch in cut_batches(cells, self.inner.opts.batch_bytes) {
+                let st = self
+                    .streams
+                    .entry(location.clone())
+                    .or_insert_with(|| UpdateStream {
+                        id: new_stream_id(),
+                        next: 0,
+                        acked: 0,
+                    });
+                let place = StreamPlace {
+                    stream: st.id,
+                    seq: st.next,
+                    acked: st.acked,
+                };
+                st.next += 1;
+                let (inner, loc, table_id) = (self.inner.clone(), location.clone(), self.table_id);
+                let task = self.rt.spawn(async move {
+                    let res = match inner.server(&loc).await {
+                        Ok(server) => server.update_in_stream(table_id, &batch, place).await,
+                        Err(e) => Err(RsError::Rpc(rpc::RpcError::service(
+                            ErrorKind::Unavailable,
+                            e.to_string(),
+                        ))),
+                    };
+                    (batch, res)
+                });
+                parts.push((location.clone(), task));
+            }
+        }
+        self.in_flight.push_back(Flight { parts });
         Ok(())
+    }
+
+    /// Waits for the oldest buffer in flight; its cells are durable once this returns `Ok`.
+    fn settle_front(&mut self) -> Result<()> {
+        let Some(flight) = self.in_flight.pop_front() else {
+            return Ok(());
+        };
+        let mut failed = Vec::new();
+        self.collect(flight, &mut failed)?;
+        if failed.is_empty() {
+            return Ok(());
+        }
+        // Every later batch to a server that failed was refused: wait for all buffers in
+        // flight, then send what was not applied, in order.
+        while let Some(flight) = self.in_flight.pop_front() {
+            self.collect(flight, &mut failed)?;
+        }
+        self.routed_with = None;
+        let mut pending = Vec::new();
+        let mut fatal = None;
+        let mut counted = 0u64;
+        for (location, cells, e) in failed {
+            self.streams.remove(&location);
+            if let Attempt::Fatal(e) = self.inner.rs_failure(&location, self.table_id, e) {
+                fatal.get_or_insert(e);
+            }
+            counted += cells.len() as u64;
+            pending.extend(cells);
+        }
+        if let Some(e) = fatal {
+            return Err(e);
+        }
+        self.rt.block_on(self.inner.apply(self.table_id, pending))?;
+        self.flushed += counted;
+        Ok(())
+    }
+
+    /// Waits for every batch of `flight`: counts the applied ones, gathers the others.
+    fn collect(
+        &mut self,
+        flight: Flight,
+        failed: &mut Vec<(String, Vec<Mutation>, RsError)>,
+    ) -> Result<()> {
+        let tasks = flight
+            .parts
+            .into_iter()
+            .map(|(loc, task)| async move { (loc, task.await) });
+        for (location, joined) in self.rt.block_on(futures_join_all(tasks)) {
+            let (cells, res) = joined.map_err(|e| ClientError::Storage {
+                kind: ErrorKind::Internal,
+                message: format!("update task failed: {e}"),
+            })?;
+            match res {
+                Ok(()) => {
+                    self.flushed += cells.len() as u64;
+                    if let Some(st) = self.streams.get_mut(&location) {
+                        st.acked += 1;
+                    }
+                }
+                Err(e) => failed.push((location, cells, e)),
+            }
+        }
+        Ok(())
+    }
+
+    fn settle_all(&mut self) -> Result<()> {
+        while !self.in_flight.is_empty() {
+            self.settle_front()?;
+        }
+        Ok(())
+    }
+}
+
+/// A random update stream id (never 0, which means no stream).
+fn new_stream_id() -> u64 {
+    loop {
+        let id: u64 = rand::random();
+        if id != 0 {
+            return id;
+        }
     }
 }
 
@@ -979,7 +1156,7 @@ impl TableMutator for ClusterMutator {
 
     fn flush(&mut self) -> Result<()> {
         self.send()?;
-        self.settle()
+        self.settle_all()
     }
 
     fn cells_flushed(&self) -> u64 {

@@ -27,6 +27,11 @@ pub enum RsError {
         String::from_utf8_lossy(row)
     )]
     NotHere { table_id: u32, row: Vec<u8> },
+    /// A batch of an ordered update stream was refused, not applied, because an earlier batch
+    /// of the stream was not (or the server lost track of the stream): resend from the
+    /// first unapplied batch on a new stream.
+    #[error("update stream refused the batch: {0}")]
+    StreamRefused(String),
     /// The request is too large or malformed before it was sent.
     #[error("invalid request: {0}")]
     InvalidInput(String),
@@ -42,6 +47,7 @@ impl RsError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Self::NotHere { .. } => ErrorKind::NotFound,
+            Self::StreamRefused(_) => ErrorKind::Unavailable,
             Self::InvalidInput(_) => ErrorKind::InvalidInput,
             Self::BadReply(_) => ErrorKind::Corruption,
             Self::Rpc(e) => e.kind(),
@@ -50,6 +56,17 @@ impl RsError {
 }
 
 /// Options of a range server client.
+/// A batch's place in an ordered update stream (`server::streams`); the default is no stream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StreamPlace {
+    /// The stream's id (random, chosen by the client); 0: no stream.
+    pub stream: u64,
+    /// The batch's number in the stream, from 0.
+    pub seq: u64,
+    /// How many leading batches of the stream the client has seen applied.
+    pub acked: u64,
+}
+
 #[derive(Debug, Clone)]
 pub struct RangeServerClientOptions {
     /// Deadline of one unary call.
@@ -261,6 +278,20 @@ impl RangeServerClient {
         table_id: u32,
         mutations: &[M],
     ) -> Result<(), RsError> {
+        self.update_in_stream(table_id, mutations, StreamPlace::default())
+            .await
+    }
+
+    /// [`RangeServerClient::update`] as batch `place.seq` of the ordered update stream
+    /// `place.stream` (`server::streams`): the server applies it after batch `seq - 1` of the
+    /// stream, and refuses it (Unavailable, not applied) if an earlier batch of the stream was
+    /// not applied. Stream 0 is no stream.
+    pub async fn update_in_stream<M: AsMutationRef>(
+        &self,
+        table_id: u32,
+        mutations: &[M],
+        place: StreamPlace,
+    ) -> Result<(), RsError> {
         let size: usize = mutations
             .iter()
             .map(|m| {
@@ -280,6 +311,9 @@ impl RangeServerClient {
                     u32::MAX
                 ))
             })?,
+            stream: place.stream,
+            seq: place.seq,
+            acked: place.acked,
         };
         // The request envelope adds the method name and a few bytes of framing.
         let len = req.encoded_len() + 64;
@@ -291,12 +325,13 @@ impl RangeServerClient {
             )));
         }
         let reply: UpdateReply = self.call(method::UPDATE, &req).await?;
-        match reply.not_here {
-            Some(n) => Err(RsError::NotHere {
+        match (reply.not_here, reply.stream_refused) {
+            (Some(n), _) => Err(RsError::NotHere {
                 table_id: n.table_id,
                 row: n.row,
             }),
-            None => Ok(()),
+            (None, Some(why)) => Err(RsError::StreamRefused(why)),
+            (None, None) => Ok(()),
         }
     }
 

@@ -145,6 +145,17 @@ pub struct UpdateRequest {
     /// How many cells `cells` holds.
     #[prost(uint32, tag = "4")]
     pub count: u32,
+    /// The ordered update stream of the batch (`server::streams`); 0: none, the batch is
+    /// applied on arrival.
+    #[prost(uint64, tag = "5")]
+    pub stream: u64,
+    /// The batch's place in its stream, from 0.
+    #[prost(uint64, tag = "6")]
+    pub seq: u64,
+    /// How many leading batches of the stream the client has seen applied (where a stream the
+    /// server does not know starts).
+    #[prost(uint64, tag = "7")]
+    pub acked: u64,
 }
 
 /// Bytes a packed cell takes besides its row, qualifier and value (flag, family, timestamp,
@@ -245,11 +256,15 @@ pub struct NotHere {
     pub row: Vec<u8>,
 }
 
-/// The answer to `rs.update`: `not_here` set means nothing of the batch was applied.
+/// The answer to `rs.update`: `not_here` or `stream_refused` set means nothing of the batch
+/// was applied.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct UpdateReply {
     #[prost(message, optional, tag = "1")]
     pub not_here: Option<NotHere>,
+    /// Why the batch's update stream refused it (`server::streams`).
+    #[prost(string, optional, tag = "2")]
+    pub stream_refused: Option<String>,
 }
 
 /// One end of a row interval.

@@ -17,9 +17,11 @@
 pub mod admin;
 pub mod client;
 pub mod messages;
+pub mod streams;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -27,6 +29,8 @@ use common::{ErrorKind, ScanSpec, TableSchema};
 use prost::Message as _;
 use rpc::{ClusterCredentials, PeerInfo, RpcError, Server, ServerOptions, StreamSink};
 use tokio::sync::Semaphore;
+
+use streams::UpdateStreams;
 
 use crate::engine::Engine;
 use crate::error::Error;
@@ -53,6 +57,11 @@ pub struct RangeServerOptions {
     /// Scans running at once, over all connections: each holds a blocking thread while its
     /// client reads, so more wait for a slot rather than exhaust the blocking pool.
     pub max_concurrent_scans: usize,
+    /// Ordered update streams remembered at once (`streams`).
+    pub max_update_streams: usize,
+    /// How long a batch of an update stream waits for a predecessor that is not being applied
+    /// before the stream fails.
+    pub update_stream_missing_wait: Duration,
 }
 
 impl Default for RangeServerOptions {
@@ -63,6 +72,8 @@ impl Default for RangeServerOptions {
             scan_block_bytes: 1 << 20,
             scan_queue_blocks: 4,
             max_concurrent_scans: 64,
+            max_update_streams: 4096,
+            update_stream_missing_wait: Duration::from_secs(5),
         }
     }
 }
@@ -73,16 +84,22 @@ pub struct RangeServerService {
     options: RangeServerOptions,
     scans: Arc<Semaphore>,
     paused: Arc<std::sync::atomic::AtomicBool>,
+    streams: UpdateStreams,
 }
 
 impl RangeServerService {
     pub fn new(engine: Engine, options: RangeServerOptions) -> Self {
         let scans = Arc::new(Semaphore::new(options.max_concurrent_scans.max(1)));
+        let streams = UpdateStreams::new(
+            options.max_update_streams,
+            options.update_stream_missing_wait,
+        );
         Self {
             engine,
             options,
             scans,
             paused: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            streams,
         }
     }
 
@@ -126,7 +143,54 @@ impl RangeServerService {
             .map_err(|e| RpcError::service(ErrorKind::Internal, format!("engine task failed: {e}")))
     }
 
+    /// `rs.update`: a batch on its own, or in its turn in an ordered update stream.
     async fn update(&self, req: UpdateRequest) -> Result<UpdateReply, RpcError> {
+        if req.stream == 0 {
+            return self.update_now(req).await;
+        }
+        if req.acked > req.seq {
+            return Err(RpcError::service(
+                ErrorKind::InvalidInput,
+                format!(
+                    "{}: batch {} of update stream {:#x} says {} batches were applied",
+                    method::UPDATE,
+                    req.seq,
+                    req.stream,
+                    req.acked
+                ),
+            ));
+        }
+        let turn = match self.streams.turn(req.stream, req.seq, req.acked).await {
+            Ok(turn) => turn,
+            Err(why) => {
+                return Ok(UpdateReply {
+                    not_here: None,
+                    stream_refused: Some(why),
+                });
+            }
+        };
+        // Paused while waiting: not applied, and the stream fails with it.
+        let outcome = match self.check_serving(method::UPDATE) {
+            Ok(()) => self.update_now(req).await,
+            Err(e) => Err(e),
+        };
+        turn.finish(match &outcome {
+            Ok(UpdateReply {
+                not_here: Some(n), ..
+            }) => Err(format!(
+                "batch not applied: row {:?} of table {} is not here",
+                String::from_utf8_lossy(&n.row),
+                n.table_id
+            )),
+            Ok(_) => Ok(()),
+            Err(e) => Err(format!("batch failed: {e}")),
+        });
+        outcome
+    }
+
+    /// Applies one batch (its cells read in place) and answers once it is durable; refused if
+    /// the server paused meanwhile.
+    async fn update_now(&self, req: UpdateRequest) -> Result<UpdateReply, RpcError> {
         let table_id = req.table_id;
         let (cells, count) = (req.cells, req.count);
         // Read in place on the blocking thread: the cells borrow the message's bytes.
@@ -137,12 +201,18 @@ impl RangeServerService {
             })
             .await?
         {
-            Ok(()) => Ok(UpdateReply { not_here: None }),
+            Ok(()) => Ok(UpdateReply::default()),
             Err(Error::NotHere { table_id, row }) => Ok(UpdateReply {
                 not_here: Some(NotHere { table_id, row }),
+                stream_refused: None,
             }),
             Err(e) => Err(engine_error(method::UPDATE, e)),
         }
+        .and_then(|reply| {
+            // An update that was applied while the pause began is not acknowledged.
+            self.check_serving(method::UPDATE)?;
+            Ok(reply)
+        })
     }
 
     async fn scan(&self, req: ScanRequest, sink: &mut StreamSink) -> Result<(), RpcError> {
@@ -335,8 +405,6 @@ impl rpc::Service for RangeServerService {
                 self.check_serving(method)?;
                 let req: UpdateRequest = decode(method, payload)?;
                 let reply = self.update(req).await?;
-                // An update that was applied while the pause began is not acknowledged.
-                self.check_serving(method)?;
                 Ok(reply.encode_to_vec().into())
             }
             method::RANGES => {
