@@ -617,6 +617,114 @@ fn a_mutator_keeps_its_order_through_splits_and_moves() {
     }
 }
 
+/// The balancer evens load, not only counts: two busy tables that share a range server end
+/// on different servers (the busy one's hot range moves, a cold one comes back), counts even.
+#[test]
+fn the_balancer_spreads_load() {
+    use std::collections::BTreeMap;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let cluster = LocalCluster::start_with(1, 1, 2, &[]);
+    let client = cluster.client();
+    let tables: Vec<String> = (0..4).map(|t| format!("/t{t}")).collect();
+    for t in &tables {
+        let mut schema = common::TableSchema::new(0, "");
+        schema.add_family("v");
+        client.create_table(t, schema).expect("create table");
+    }
+    let placement = |client: &ClusterClient| -> BTreeMap<String, String> {
+        tables
+            .iter()
+            .map(|t| {
+                let l = client.table_locations(t).expect("locations");
+                assert_eq!(l.len(), 1, "{t} split");
+                (t.clone(), l[0].location.clone())
+            })
+            .collect()
+    };
+    let per_server = |p: &BTreeMap<String, String>| -> BTreeMap<String, Vec<String>> {
+        let mut m: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (t, s) in p {
+            m.entry(s.clone()).or_default().push(t.clone());
+        }
+        m
+    };
+    // Counts first: two tables on each server.
+    let started = Instant::now();
+    let before = loop {
+        let p = placement(&client);
+        let m = per_server(&p);
+        if m.len() == 2 && m.values().all(|v| v.len() == 2) {
+            break m;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "counts never even: {m:?}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let hot: Vec<String> = before.values().next().expect("a server").clone();
+    eprintln!("before: {before:?}; writing to {hot:?}");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = hot
+        .iter()
+        .map(|t| {
+            let (client, t, stop) = (cluster.client(), t.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut m = client.mutator(&t).expect("mutator");
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for _ in 0..2_000 {
+                        m.set(common::Mutation::insert(
+                            format!("{:08}", i % 50_000),
+                            1,
+                            "",
+                            "v",
+                        ))
+                        .expect("set");
+                        i += 1;
+                    }
+                    m.flush().expect("flush");
+                }
+                i
+            })
+        })
+        .collect();
+    let started = Instant::now();
+    let after = loop {
+        let m = per_server(&placement(&client));
+        let split = hot.iter().map(|t| {
+            m.iter()
+                .find(|(_, v)| v.contains(t))
+                .map(|(s, _)| s.clone())
+        });
+        let servers: std::collections::BTreeSet<_> = split.collect();
+        if servers.len() == 2 && m.values().all(|v| v.len() == 2) {
+            break m;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "load never spread: {m:?}\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    stop.store(true, Ordering::Relaxed);
+    let written: Vec<u64> = writers
+        .into_iter()
+        .map(|w| w.join().expect("writer"))
+        .collect();
+    eprintln!(
+        "after {:?}: {after:?}; cells written {written:?}",
+        started.elapsed()
+    );
+    let st = client.master_status().expect("status");
+    assert!(
+        st.moves >= 2,
+        "a load move and a count move: {} moves",
+        st.moves
+    );
+}
+
 /// A master killed after logging an operation: the standby takes over and finishes it.
 #[test]
 fn standby_master_finishes_what_the_dead_one_logged() {

@@ -9,6 +9,7 @@
 //! itself; every multi-step change is logged first, so a new master finishes what a dead one
 //! left.
 
+pub mod balance;
 pub mod ops;
 mod ranges;
 pub mod service;
@@ -52,6 +53,8 @@ pub struct MasterConfig {
     pub poll_interval: Duration,
     /// Move ranges from the fullest to the emptiest server after each look.
     pub auto_balance: bool,
+    /// The balancer's load rule (`balance`).
+    pub load_balance: balance::LoadPolicy,
     pub hyperspace_options: HsOptions,
     /// DDL requests waiting for the control loop.
     pub request_queue: usize,
@@ -71,6 +74,7 @@ impl MasterConfig {
             fs,
             poll_interval: Duration::from_millis(500),
             auto_balance: true,
+            load_balance: balance::LoadPolicy::default(),
             // A short lease: a standby takes over about this long after the active master
             // dies. Jeopardy only pauses the master; the grace bounds how long.
             hyperspace_options: HsOptions {
@@ -186,6 +190,9 @@ pub async fn run(config: MasterConfig, mut stop: watch::Receiver<bool>) -> Resul
         servers: BTreeMap::new(),
         clients: HashMap::new(),
         auto_balance: config.auto_balance,
+        load_policy: config.load_balance.clone(),
+        load: balance::LoadMeter::default(),
+        last_load_move: None,
     };
     let result = master
         .control_loop(rx, config.poll_interval, &mut stop, &mut state)
@@ -219,6 +226,10 @@ struct Master {
     servers: BTreeMap<String, ServerEntry>,
     clients: HashMap<String, Arc<RangeServerClient>>,
     auto_balance: bool,
+    load_policy: balance::LoadPolicy,
+    /// Rates of the ranges, from the counters the servers report.
+    load: balance::LoadMeter,
+    last_load_move: Option<std::time::Instant>,
 }
 
 impl Master {
@@ -538,6 +549,7 @@ impl Master {
                     s.live = false;
                 }
                 self.clients.remove(&name);
+                self.load.forget(&name);
                 self.start_recovery(&name).await?;
             }
         }
@@ -650,6 +662,17 @@ impl Master {
             let Ok((loc, r)) = joined else { continue };
             match r {
                 Ok(Ok(ranges)) => {
+                    self.load.record(
+                        &loc,
+                        ranges.iter().map(|r| {
+                            (
+                                (r.table_id, r.start_row.clone(), r.end_row.clone()),
+                                r.cells_written + r.cells_read,
+                            )
+                        }),
+                        std::time::Instant::now(),
+                        self.load_policy.smoothing,
+                    );
                     if let Some(s) = self.servers.get_mut(&loc) {
                         s.ranges = ranges
                             .into_iter()

@@ -9,6 +9,7 @@ use common::{ErrorKind, TableSchema};
 use dfs_broker::BlockingFs;
 use rangeserver::meta::{MetaState, RangeRecord};
 
+use crate::balance::{Reason, ServerView, decide};
 use crate::ops::Operation;
 use crate::{Master, Result, rs_err, unavailable};
 
@@ -290,54 +291,46 @@ impl Master {
         Ok(())
     }
 
-    /// Moves one range from the fullest live server to the emptiest if they differ by two or
-    /// more. Returns whether it moved one.
+    /// Starts the move the balancer wants (`balance::decide`: even counts, then even load),
+    /// if any. Returns whether it started one.
     pub(crate) async fn balance_step(&mut self) -> Result<bool> {
-        let counts: Vec<(String, usize)> = self
+        let views: Vec<ServerView> = self
             .servers
             .iter()
             .filter(|(_, s)| s.live)
-            .map(|(l, s)| {
-                let n = s.ranges.iter().filter(|r| r.0 != METADATA_ID).count();
-                (l.clone(), n)
+            .map(|(l, s)| ServerView {
+                location: l.clone(),
+                ranges: s
+                    .ranges
+                    .iter()
+                    .filter(|r| r.0 != METADATA_ID)
+                    .map(|r| (r.clone(), self.load.rate(r)))
+                    .collect(),
             })
             .collect();
-        if counts.len() < 2 {
-            return Ok(false);
-        }
-        let (max, nmax) = counts
-            .iter()
-            .max_by_key(|(l, n)| (*n, std::cmp::Reverse(l.clone())))
-            .cloned()
-            .expect("two or more");
-        let (min, nmin) = counts
-            .iter()
-            .min_by_key(|(l, n)| (*n, l.clone()))
-            .cloned()
-            .expect("two or more");
-        if nmax < nmin + 2 {
-            return Ok(false);
-        }
-        let Some((table_id, start_row, end_row)) = self.servers[&max]
-            .ranges
-            .iter()
-            .find(|r| r.0 != METADATA_ID)
-            .cloned()
-        else {
+        let load_allowed = self
+            .last_load_move
+            .is_none_or(|t| t.elapsed() >= self.load_policy.cooldown);
+        let Some(d) = decide(&views, &self.load_policy, load_allowed) else {
             return Ok(false);
         };
+        let (table_id, start_row, end_row) = d.range;
         tracing::info!(
             table = table_id,
-            from = max,
-            to = min,
+            from = d.from,
+            to = d.to,
+            reason = ?d.reason,
             "balancing: moving a range"
         );
+        if d.reason == Reason::Load {
+            self.last_load_move = Some(std::time::Instant::now());
+        }
         self.start_op(Operation::Move {
             table_id,
             start_row,
             end_row,
-            from: max,
-            to: min,
+            from: d.from,
+            to: d.to,
             record_json: None,
         })
         .await?;

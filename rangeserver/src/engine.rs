@@ -134,6 +134,11 @@ pub struct RangeInfo {
     pub size_bytes: u64,
     pub stores: usize,
     pub cache_bytes: u64,
+    /// Cells written since the range was loaded here (a counter: the master's load balancer
+    /// turns its growth into a rate).
+    pub cells_written: u64,
+    /// Cells scans stepped over since the range was loaded here.
+    pub cells_read: u64,
 }
 
 /// Counters for reports and tests.
@@ -372,6 +377,7 @@ impl Inner {
             maintenance: Mutex::new(()),
             retired: AtomicBool::new(false),
             cells_written: AtomicU64::new(0),
+            cells_read: AtomicU64::new(0),
         })
     }
 }
@@ -779,6 +785,7 @@ impl Engine {
                     maintenance: Mutex::new(()),
                     retired: AtomicBool::new(false),
                     cells_written: AtomicU64::new(old_r.cells_written.load(Ordering::Relaxed)),
+                    cells_read: AtomicU64::new(old_r.cells_read.load(Ordering::Relaxed)),
                 };
                 ops.push(MetaOp::PutRange(r.record()));
                 rebuilt.push((Arc::new(r), old_r.clone()));
@@ -1158,6 +1165,7 @@ impl Engine {
             fill_cache: !spec.no_cache,
             current: None,
             current_idx: 0,
+            stepped: 0,
         };
         Ok(TableScanner {
             filter: SpecFilter::new(cursor, spec)?,
@@ -1332,6 +1340,8 @@ fn range_info(r: &Range) -> RangeInfo {
         size_bytes: r.size_bytes(),
         stores: r.groups.iter().map(|g| g.state().stores.len()).sum(),
         cache_bytes: r.groups.iter().map(|g| g.state().cache_bytes()).sum(),
+        cells_written: r.cells_written.load(Ordering::Relaxed),
+        cells_read: r.cells_read.load(Ordering::Relaxed),
     }
 }
 
@@ -1555,10 +1565,23 @@ struct TableCursor {
     fill_cache: bool,
     current: Option<MergeIter<VisibleCells<Box<dyn CellIter>>>>,
     current_idx: usize,
+    /// Cells stepped over in the current range, not yet added to its `cells_read`.
+    stepped: u64,
 }
 
 impl TableCursor {
+    /// Adds the cells stepped over to the current range's read counter.
+    fn count_reads(&mut self) {
+        if self.stepped > 0 {
+            if let Some(r) = self.ranges.get(self.current_idx) {
+                r.cells_read.fetch_add(self.stepped, Ordering::Relaxed);
+            }
+            self.stepped = 0;
+        }
+    }
+
     fn open_range(&mut self, idx: usize) {
+        self.count_reads();
         let r = &self.ranges[idx];
         let children = self
             .groups
@@ -1630,8 +1653,15 @@ impl CellIter for TableCursor {
     fn next(&mut self) -> Result<()> {
         if let Some(c) = &mut self.current {
             c.next()?;
+            self.stepped += 1;
         }
         self.settle()
+    }
+}
+
+impl Drop for TableCursor {
+    fn drop(&mut self) {
+        self.count_reads();
     }
 }
 

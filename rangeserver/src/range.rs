@@ -101,6 +101,8 @@ pub struct Range {
     pub retired: AtomicBool,
     /// Cells applied since open, for load reports.
     pub cells_written: AtomicU64,
+    /// Cells scans stepped over since open (before filtering), for load reports.
+    pub cells_read: AtomicU64,
 }
 
 impl Range {

@@ -411,6 +411,10 @@ pub struct WireRange {
     pub stores: u64,
     #[prost(uint64, tag = "7")]
     pub cache_bytes: u64,
+    #[prost(uint64, tag = "8")]
+    pub cells_written: u64,
+    #[prost(uint64, tag = "9")]
+    pub cells_read: u64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -503,6 +507,8 @@ impl From<&RangeInfo> for WireRange {
             size_bytes: r.size_bytes,
             stores: r.stores as u64,
             cache_bytes: r.cache_bytes,
+            cells_written: r.cells_written,
+            cells_read: r.cells_read,
         }
     }
 }
@@ -517,6 +523,8 @@ impl From<WireRange> for RangeInfo {
             size_bytes: r.size_bytes,
             stores: usize::try_from(r.stores).unwrap_or(usize::MAX),
             cache_bytes: r.cache_bytes,
+            cells_written: r.cells_written,
+            cells_read: r.cells_read,
         }
     }
 }
