@@ -326,6 +326,54 @@ async fn a_scan_of_100k_cells_streams_in_bounded_blocks_and_can_be_abandoned() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scan_whose_client_stops_reading_is_abandoned_and_frees_its_slot() {
+    let options = RangeServerOptions {
+        scan_block_cells: 100,
+        scan_block_bytes: 4 << 10,
+        scan_queue_blocks: 1,
+        max_concurrent_scans: 1,
+        scan_idle_timeout: std::time::Duration::from_millis(500),
+        ..RangeServerOptions::default()
+    };
+    let fx = Fixture::start(options).await;
+    let admin = fx.client("master").await;
+    admin.create_table(&schema(1)).await.expect("create_table");
+    admin.load_range(1, None, None).await.expect("load_range");
+    let data = fx.client("client").await;
+    let batch: Vec<Mutation> = (0..50_000)
+        .map(|i| Mutation::insert(format!("row{i:06}"), 1, "q", "x".repeat(100)))
+        .collect();
+    for chunk in batch.chunks(10_000) {
+        data.update(1, chunk).await.expect("update");
+    }
+    // Read one cell, then nothing: once the stream window is full the server waits, then
+    // gives up on the scan.
+    let mut idle = data.scan(1, &ScanSpec::default()).await.expect("scan");
+    assert!(idle.next().await.expect("first").is_some());
+    let started = std::time::Instant::now();
+    let mut other = data.scan(1, &ScanSpec::default()).await.expect("scan");
+    let cell = tokio::time::timeout(std::time::Duration::from_secs(20), other.next())
+        .await
+        .expect("the idle scan released its slot")
+        .expect("next");
+    assert!(cell.is_some());
+    assert!(started.elapsed() >= std::time::Duration::from_millis(400));
+    drop(other);
+    // The idle scan's client learns it was abandoned once it reads past what had arrived.
+    let mut read = 1;
+    let err = loop {
+        match idle.next().await {
+            Ok(Some(_)) => read += 1,
+            Ok(None) => panic!("the abandoned scan ended cleanly after {read} cells"),
+            Err(e) => break e,
+        }
+    };
+    assert!(read < 50_000, "{read}");
+    assert!(err.to_string().contains("reset"), "{err}");
+    fx.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_cluster_nodes_may_change_tables_and_ranges() {
     let fx = Fixture::start(RangeServerOptions::default()).await;
     let data = fx.client("client").await;

@@ -14,5 +14,5 @@ pub mod tls;
 pub use client::{Client, ClientOptions, ResponseStream};
 pub use error::RpcError;
 pub use retry::{RetryPolicy, retry};
-pub use server::{PeerInfo, Server, ServerOptions, Service, StreamSink};
+pub use server::{PeerInfo, STALLED_READER, Server, ServerOptions, Service, StreamSink};
 pub use tls::{ClusterCredentials, TlsError};

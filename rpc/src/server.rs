@@ -76,9 +76,34 @@ pub struct StreamSink {
     peer: SocketAddr,
     method: String,
     max_message_bytes: usize,
+    /// The stream was reset (a send gave up): nothing more may be written.
+    reset: bool,
 }
 
+/// The QUIC error code of a stream reset because its reader took nothing for too long.
+pub const STALLED_READER: u32 = 1;
+
 impl StreamSink {
+    /// [`StreamSink::send`], giving up after `limit`: a client that takes nothing for that long
+    /// has its stream reset (code [`STALLED_READER`]; a message may be half written, so nothing
+    /// can follow it) and the handler gets an error to return.
+    pub async fn send_within(&mut self, payload: Bytes, limit: Duration) -> Result<(), RpcError> {
+        match tokio::time::timeout(limit, self.send(payload)).await {
+            Ok(sent) => sent,
+            Err(_) => {
+                self.reset = true;
+                let _ = self.send.reset(STALLED_READER.into());
+                Err(RpcError::service(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "{}: the client at {} read nothing for {limit:?}; stream reset",
+                        self.method, self.peer
+                    ),
+                ))
+            }
+        }
+    }
+
     /// Pushes one message to the client.
     pub async fn send(&mut self, payload: Bytes) -> Result<(), RpcError> {
         frame::write_frame(
@@ -289,6 +314,7 @@ async fn serve_stream<S: Service>(
             peer: peer.addr,
             method: method.clone(),
             max_message_bytes: limit,
+            reset: false,
         };
         let result = service
             .call_stream(peer, &method, request.payload, &mut sink)
@@ -297,6 +323,10 @@ async fn serve_stream<S: Service>(
             Ok(()) => {
                 let _ = sink.send.finish();
                 let _ = tokio::time::timeout(ACK_WAIT, sink.send.stopped()).await;
+            }
+            // A reset stream takes no error message.
+            Err(e) if sink.reset => {
+                debug!(peer = %peer.addr, method, error = %e, "rpc server: stream reset")
             }
             Err(e) => finish(sink.send, &error_response(&e), limit, peer, &method).await,
         }

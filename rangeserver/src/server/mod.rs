@@ -57,6 +57,8 @@ pub struct RangeServerOptions {
     /// Scans running at once, over all connections: each holds a blocking thread while its
     /// client reads, so more wait for a slot rather than exhaust the blocking pool.
     pub max_concurrent_scans: usize,
+    /// A scan whose client takes no block for this long is abandoned.
+    pub scan_idle_timeout: Duration,
     /// Ordered update streams remembered at once (`streams`).
     pub max_update_streams: usize,
     /// How long a batch of an update stream waits for a predecessor that is not being applied
@@ -72,6 +74,7 @@ impl Default for RangeServerOptions {
             scan_block_bytes: 1 << 20,
             scan_queue_blocks: 4,
             max_concurrent_scans: 64,
+            scan_idle_timeout: Duration::from_secs(600),
             max_update_streams: 4096,
             update_stream_missing_wait: Duration::from_secs(5),
         }
@@ -215,6 +218,13 @@ impl RangeServerService {
         })
     }
 
+    /// Pushes one block of a scan; a client that takes nothing for `scan_idle_timeout` loses
+    /// its scan (its stream is reset; the scan slot and thread it held are freed).
+    async fn push(&self, sink: &mut StreamSink, block: Bytes) -> Result<(), RpcError> {
+        sink.send_within(block, self.options.scan_idle_timeout)
+            .await
+    }
+
     async fn scan(&self, req: ScanRequest, sink: &mut StreamSink) -> Result<(), RpcError> {
         let spec =
             ScanSpec::try_from(req.spec.unwrap_or_default()).map_err(invalid(method::SCAN))?;
@@ -238,7 +248,7 @@ impl RangeServerService {
                         cells: Vec::new(),
                         not_here: Some(NotHere { table_id, row }),
                     };
-                    return sink.send(last.encode_to_vec().into()).await;
+                    return self.push(sink, last.encode_to_vec().into()).await;
                 }
                 Err(e) => return Err(engine_error(method::SCAN, e)),
             };
@@ -249,7 +259,7 @@ impl RangeServerService {
             for c in cells {
                 let size = c.key.row.len() + c.key.qualifier.len() + c.value.len() + 32;
                 if !out.cells.is_empty() && bytes + size > self.options.scan_block_bytes {
-                    sink.send(std::mem::take(&mut out).encode_to_vec().into())
+                    self.push(sink, std::mem::take(&mut out).encode_to_vec().into())
                         .await?;
                     bytes = 0;
                 }
@@ -257,7 +267,7 @@ impl RangeServerService {
                 out.cells.push(c.into());
             }
             if !out.cells.is_empty() {
-                sink.send(out.encode_to_vec().into()).await?;
+                self.push(sink, out.encode_to_vec().into()).await?;
             }
         }
         Ok(())
