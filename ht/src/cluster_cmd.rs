@@ -491,10 +491,11 @@ pub fn status(args: DirArgs) -> anyhow::Result<()> {
     println!("range servers:");
     for s in &st.servers {
         println!(
-            "  {:<6} {:<22} {:>5} ranges  {}",
+            "  {:<6} {:<22} {:>5} ranges {:>10.0} cells/s  {}",
             s.location,
             s.addr,
             s.ranges,
+            s.load,
             if s.live { "live" } else { "dead (recovering)" }
         );
     }

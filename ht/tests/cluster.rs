@@ -249,6 +249,7 @@ fn start_status_stop() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "ht status failed: {text}");
     assert!(text.contains("METADATA on rs1"), "{text}");
+    assert!(text.contains("cells/s"), "{text}");
     assert!(text.contains("rs1"), "{text}");
     assert!(text.contains("live"), "{text}");
     let shell = Command::new(ht())

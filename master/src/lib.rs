@@ -1101,6 +1101,7 @@ impl Master {
                     addr: s.addr.to_string(),
                     ranges: s.ranges.len() as u32,
                     live: s.live,
+                    load: s.ranges.iter().map(|r| self.load.rate(r)).sum(),
                 })
                 .collect(),
             root_location: self.attr(ROOT, LOCATION_ATTR).await?.unwrap_or_default(),

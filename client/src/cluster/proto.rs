@@ -133,6 +133,10 @@ pub struct ServerStatus {
     pub ranges: u32,
     #[prost(bool, tag = "4")]
     pub live: bool,
+    /// The server's load as the balancer sees it: cells written and read per second, summed
+    /// over its ranges (smoothed).
+    #[prost(double, tag = "5")]
+    pub load: f64,
 }
 
 /// `master.status`: the servers, the METADATA location, unfinished operations.
