@@ -131,15 +131,23 @@ impl UpdateStreams {
                         format!("batch {seq} comes after batch {} already", p.next - 1),
                     ));
                 }
-                if p.next == seq && !p.busy {
-                    drop(p);
-                    progress.send_modify(|p| p.busy = true);
-                    return Ok(Turn {
-                        progress,
-                        seq,
-                        done: false,
-                    });
+            }
+            // Take the turn if it is ours, atomically (a repeated batch must not take it too).
+            let mut taken = false;
+            progress.send_if_modified(|p| {
+                taken = p.failed.is_none() && p.next == seq && !p.busy;
+                if taken {
+                    p.busy = true;
                 }
+                taken
+            });
+            if taken {
+                rx.borrow_and_update();
+                return Ok(Turn {
+                    progress,
+                    seq,
+                    done: false,
+                });
             }
             // Wait for progress; a predecessor that is not being applied and does not come
             // within `missing_wait` was lost.
@@ -266,6 +274,24 @@ mod tests {
         // Other streams are not affected.
         s.turn(3, 0, 0).await.unwrap().finish(Ok(()));
         s.turn(3, 1, 0).await.unwrap().finish(Ok(()));
+    }
+
+    #[tokio::test]
+    async fn a_repeated_batch_never_takes_a_second_turn() {
+        let s = streams();
+        let first = s.turn(20, 0, 0).await.unwrap();
+        let again = {
+            let s = s.clone();
+            tokio::spawn(async move { s.turn(20, 0, 0).await.map(|_| ()) })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            !again.is_finished(),
+            "the repeat took the turn beside the first"
+        );
+        first.finish(Ok(()));
+        let e = again.await.unwrap().unwrap_err();
+        assert!(e.contains("comes after"), "{e}");
     }
 
     #[tokio::test]
