@@ -102,6 +102,10 @@ pub struct StartArgs {
     /// Range servers split a range once it holds more than this many bytes.
     #[arg(long = "split-bytes")]
     pub(crate) split_bytes: Option<u64>,
+    /// Milliseconds between the masters' looks at the range servers (default 500; range
+    /// servers also report splits and registration at once).
+    #[arg(long = "master-poll-ms")]
+    pub(crate) master_poll_ms: Option<u64>,
     /// Seconds to wait for the cluster to be ready.
     #[arg(long, default_value_t = 60)]
     pub(crate) wait_secs: u64,
@@ -334,7 +338,17 @@ pub fn start(args: StartArgs) -> anyhow::Result<()> {
     };
     let mut procs = Vec::new();
     for i in 1..=args.masters {
-        procs.push(spawn(&dir, "master", &format!("master-{i}"), &common(&[]))?);
+        let poll = args.master_poll_ms.map(|ms| ms.to_string());
+        let extra: Vec<&str> = match &poll {
+            Some(ms) => vec!["--poll-ms", ms.as_str()],
+            None => Vec::new(),
+        };
+        procs.push(spawn(
+            &dir,
+            "master",
+            &format!("master-{i}"),
+            &common(&extra),
+        )?);
     }
     for i in 1..=args.rangeservers {
         procs.push(spawn(&dir, "rangeserver", &format!("rangeserver-{i}"), &{

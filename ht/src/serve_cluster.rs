@@ -141,6 +141,7 @@ pub fn rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
         hs.attr_set(node.as_str(), ADDR_ATTR, addr.to_string())
             .await?;
         println!("range server {location} serving on {addr}");
+        let reporter = tokio::spawn(report_to_master(hs.clone(), creds.clone(), engine.clone()));
         let mut state = hs.state_watch();
         // In jeopardy the lock may be gone any moment: refuse updates and scans until the
         // session is safe again. Expired: another server may already hold our ranges, so stop
@@ -178,6 +179,7 @@ pub fn rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
                 std::process::exit(3);
             }
         }
+        reporter.abort();
         server.shutdown(Duration::from_secs(5)).await;
         anyhow::Ok(())
     });
@@ -188,4 +190,68 @@ pub fn rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
         let _ = tokio::time::timeout(Duration::from_secs(2), hs.close_session()).await;
     });
     served.and(closed)
+}
+
+/// Reports to the active master that this range server's ranges changed: once when it has
+/// registered, then after every split it makes (checked every 200 ms), so the master records
+/// new ranges in METADATA at once instead of at its next poll. A report that fails is made
+/// again at the next check; the master's polling stays the safety net.
+async fn report_to_master(
+    hs: Hyperspace,
+    creds: rpc::ClusterCredentials,
+    engine: rangeserver::engine::Engine,
+) {
+    use client::cluster::proto::{DdlRequest, MASTER_NAME, method};
+    let mut reported = None;
+    let mut master: Option<rpc::Client> = None;
+    loop {
+        let splits = engine.split_count();
+        if reported != Some(splits) {
+            let sent = async {
+                if master.is_none() {
+                    let addr = hs
+                        .attr_get(MASTER, ADDR_ATTR)
+                        .await
+                        .map_err(|e| e.to_string())?
+                        .ok_or("no master is active")?;
+                    let addr: SocketAddr = String::from_utf8_lossy(&addr)
+                        .parse()
+                        .map_err(|e| format!("bad master address: {e}"))?;
+                    let options = rpc::ClientOptions {
+                        idle_timeout: Duration::from_secs(4),
+                        connect_timeout: Duration::from_secs(2),
+                        ..Default::default()
+                    };
+                    let config = creds
+                        .client_config(options.idle_timeout)
+                        .map_err(|e| e.to_string())?;
+                    master = Some(
+                        rpc::Client::connect_with(addr, MASTER_NAME, config, options)
+                            .await
+                            .map_err(|e| e.to_string())?,
+                    );
+                }
+                let c = master.as_ref().expect("connected above");
+                c.call_message::<_, client::cluster::proto::DdlReply>(
+                    method::NUDGE,
+                    &DdlRequest::default(),
+                    Duration::from_secs(10),
+                )
+                .await
+                .map_err(|e| e.to_string())?
+                .into_result()
+                .map_err(|e| e.to_string())?;
+                Ok::<(), String>(())
+            }
+            .await;
+            match sent {
+                Ok(()) => reported = Some(splits),
+                Err(e) => {
+                    tracing::debug!(error = %e, "cannot report to the master; will retry");
+                    master = None;
+                }
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }

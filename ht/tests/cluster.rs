@@ -726,6 +726,57 @@ fn the_balancer_spreads_load() {
     );
 }
 
+/// Range servers report their splits (and their registration) to the master at once: with the
+/// master's own poll set to a minute, the cluster still starts in seconds and a split reaches
+/// METADATA, and so the clients, within seconds.
+#[test]
+fn splits_reach_metadata_without_waiting_for_the_masters_poll() {
+    let started = Instant::now();
+    let cluster = LocalCluster::start_with(
+        1,
+        1,
+        1,
+        &["--split-bytes", "262144", "--master-poll-ms", "60000"],
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(30),
+        "start took {:?}",
+        started.elapsed()
+    );
+    let client = cluster.client();
+    let mut schema = common::TableSchema::new(0, "");
+    let fam = schema.add_family("v");
+    client.create_table("/grow", schema).expect("create table");
+    let mut m = client.mutator("/grow").expect("mutator");
+    for i in 0..20_000u64 {
+        m.set(common::Mutation::insert(
+            format!("row{i:08}"),
+            fam,
+            "",
+            "x".repeat(100),
+        ))
+        .expect("set");
+    }
+    m.flush().expect("flush");
+    let loaded = Instant::now();
+    loop {
+        let ranges = client.table_locations("/grow").expect("locations").len();
+        if ranges >= 2 {
+            eprintln!(
+                "{ranges} ranges in METADATA {:?} after the load",
+                loaded.elapsed()
+            );
+            break;
+        }
+        assert!(
+            loaded.elapsed() < Duration::from_secs(20),
+            "no split in METADATA 20 s after the load\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 /// A master killed after logging an operation: the standby takes over and finishes it.
 #[test]
 fn standby_master_finishes_what_the_dead_one_logged() {

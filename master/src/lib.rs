@@ -115,6 +115,8 @@ pub(crate) enum Request {
     DropTable(String),
     Balance,
     Status,
+    /// A range server reported a change: look now.
+    Look,
 }
 
 pub(crate) enum Answer {
@@ -323,6 +325,7 @@ impl Master {
                 Ok(Answer::Done)
             }
             Request::Status => Ok(Answer::Status(self.status().await?)),
+            Request::Look => self.look().await.map(|_| Answer::Done),
         }
     }
 

@@ -69,6 +69,7 @@ impl rpc::Service for MasterService {
             method::RENAME_TABLE => Ok(Request::RenameTable(req.path, req.to)),
             method::DROP_TABLE => Ok(Request::DropTable(req.path)),
             method::BALANCE => Ok(Request::Balance),
+            method::NUDGE => Ok(Request::Look),
             other => {
                 return Err(RpcError::service(
                     ErrorKind::NotFound,

@@ -1275,6 +1275,11 @@ impl Engine {
     }
 
     /// Counters.
+    /// Ranges split since the engine opened (cheap: one counter).
+    pub fn split_count(&self) -> u64 {
+        self.inner.counters.splits.load(Ordering::Relaxed)
+    }
+
     pub fn stats(&self) -> EngineStats {
         let inner = &self.inner;
         let ranges = inner.ranges.read();

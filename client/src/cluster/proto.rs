@@ -13,6 +13,9 @@ pub mod method {
     pub const DROP_TABLE: &str = "master.drop_table";
     pub const BALANCE: &str = "master.balance";
     pub const STATUS: &str = "master.status";
+    /// A range server's report that its ranges changed (it split one) or that it just
+    /// registered: the master looks at the servers now instead of at its next poll.
+    pub const NUDGE: &str = "master.nudge";
 }
 
 /// The certificate name the master presents.

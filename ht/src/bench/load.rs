@@ -505,6 +505,7 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
             dfs: None,
             chunkservers: None,
             split_bytes: args.split_bytes,
+            master_poll_ms: None,
             wait_secs: 60,
         })?;
         let loaded = (|| -> anyhow::Result<(f64, Vec<LoadReport>)> {
