@@ -5,10 +5,13 @@
 //! - `rs.create_table`, `rs.drop_table`, `rs.alter_table`, `rs.load_range`, `rs.unload_range`,
 //!   `rs.adopt_range`, `rs.recover_ranges`, `rs.split`: from the master or a fellow range server
 //!   only (their certificates), never from clients;
-//! - `rs.update`: a batch of mutations, applied whole or not at all; a row not held here is
-//!   answered with `UpdateReply.not_here`;
+//! - `rs.update`: a batch of packed cells (`messages::encode_cells`), applied whole or not at
+//!   all, on arrival or in its turn in an ordered update stream (`streams`); a row not held
+//!   here is answered with `UpdateReply.not_here`, a batch its stream refuses with
+//!   `UpdateReply.stream_refused`;
 //! - `rs.scan` (server push): blocks of cells, bounded in cells and bytes, ending with the
-//!   stream (or with a block carrying `not_here`);
+//!   stream (or with a block carrying `not_here`); a client that reads nothing for
+//!   `scan_idle_timeout` has its stream reset;
 //! - `rs.ranges` (`table_id` 0: every table), `rs.status`.
 //!
 //! The engine is synchronous and its file system is reached through `block_on`, so every engine
