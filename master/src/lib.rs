@@ -51,7 +51,8 @@ pub struct MasterConfig {
     pub fs: Arc<dyn Fs>,
     /// How often the master looks at the range servers.
     pub poll_interval: Duration,
-    /// Move ranges from the fullest to the emptiest server after each look.
+    /// Balance after each look (one move at a time: even range counts, then even load; see
+    /// `balance`). BALANCE requests balance counts and load either way.
     pub auto_balance: bool,
     /// The balancer's load rule (`balance`).
     pub load_balance: balance::LoadPolicy,
