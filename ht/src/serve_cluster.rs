@@ -201,7 +201,7 @@ async fn report_to_master(
     creds: rpc::ClusterCredentials,
     engine: rangeserver::engine::Engine,
 ) {
-    use client::cluster::proto::{DdlRequest, MASTER_NAME, method};
+    use client::cluster::proto::{DdlReply, DdlRequest, method};
     let mut reported = None;
     let mut master: Option<rpc::Client> = None;
     loop {
@@ -209,30 +209,13 @@ async fn report_to_master(
         if reported != Some(splits) {
             let sent = async {
                 if master.is_none() {
-                    let addr = hs
-                        .attr_get(MASTER, ADDR_ATTR)
+                    let c = client::cluster::connect_master(&hs, &creds, Duration::from_secs(4))
                         .await
-                        .map_err(|e| e.to_string())?
-                        .ok_or("no master is active")?;
-                    let addr: SocketAddr = String::from_utf8_lossy(&addr)
-                        .parse()
-                        .map_err(|e| format!("bad master address: {e}"))?;
-                    let options = rpc::ClientOptions {
-                        idle_timeout: Duration::from_secs(4),
-                        connect_timeout: Duration::from_secs(2),
-                        ..Default::default()
-                    };
-                    let config = creds
-                        .client_config(options.idle_timeout)
                         .map_err(|e| e.to_string())?;
-                    master = Some(
-                        rpc::Client::connect_with(addr, MASTER_NAME, config, options)
-                            .await
-                            .map_err(|e| e.to_string())?,
-                    );
+                    master = Some(c);
                 }
                 let c = master.as_ref().expect("connected above");
-                c.call_message::<_, client::cluster::proto::DdlReply>(
+                c.call_message::<_, DdlReply>(
                     method::NUDGE,
                     &DdlRequest::default(),
                     Duration::from_secs(10),

@@ -130,11 +130,7 @@ pub(crate) struct Inner {
 
 impl Inner {
     async fn attr_string(&self, node: &str, attr: &str) -> Result<Option<String>> {
-        match self.hs.attr_get(node, attr).await {
-            Ok(v) => Ok(v.map(|v| String::from_utf8_lossy(&v).into_owned())),
-            Err(e) if e.code() == Some(ErrorCode::NotFound) => Ok(None),
-            Err(e) => Err(hs_err(e)),
-        }
+        attr_string(&self.hs, node, attr).await
     }
 
     /// A connection to the range server at `location`.
@@ -250,26 +246,12 @@ impl Inner {
         if let Some(c) = m.as_ref() {
             return Ok(c.clone());
         }
-        let addr = self
-            .attr_string(MASTER, ADDR_ATTR)
-            .await?
-            .ok_or_else(|| unavailable("no master is active".into()))?;
-        let addr: SocketAddr = addr
-            .parse()
-            .map_err(|e| unavailable(format!("bad master address '{addr}': {e}")))?;
-        // A short idle timeout: a dead master is noticed in seconds and its standby found.
-        let options = rpc::ClientOptions {
-            idle_timeout: self.opts.range_server.idle_timeout,
-            connect_timeout: Duration::from_secs(2),
-            ..Default::default()
-        };
-        let config = self
-            .credentials
-            .client_config(options.idle_timeout)
-            .map_err(|e| unavailable(format!("master at {addr}: {e}")))?;
-        let c = rpc::Client::connect_with(addr, MASTER_NAME, config, options)
-            .await
-            .map_err(|e| unavailable(format!("master at {addr}: {e}")))?;
+        let c = connect_master(
+            &self.hs,
+            &self.credentials,
+            self.opts.range_server.idle_timeout,
+        )
+        .await?;
         let c = Arc::new(c);
         *m = Some(c.clone());
         Ok(c)
@@ -400,27 +382,13 @@ impl Inner {
         table_id: u32,
         cells: &[Mutation],
     ) -> std::result::Result<usize, (usize, RsError)> {
-        let server = match self.server(location).await {
-            Ok(s) => s,
-            Err(e) => {
-                return Err((
-                    0,
-                    RsError::Rpc(rpc::RpcError::service(
-                        ErrorKind::Unavailable,
-                        e.to_string(),
-                    )),
-                ));
-            }
-        };
+        let server = self
+            .server(location)
+            .await
+            .map_err(|e| (0, unreachable_server(e)))?;
         let mut done = 0;
         while done < cells.len() {
-            let mut end = done;
-            let mut bytes = 0;
-            while end < cells.len() && (end == done || bytes < self.opts.batch_bytes) {
-                let m = &cells[end];
-                bytes += m.row.len() + m.qualifier.len() + m.value.len() + 24;
-                end += 1;
-            }
+            let end = done + first_batch_len(&cells[done..], self.opts.batch_bytes);
             server
                 .update(table_id, &cells[done..end])
                 .await
@@ -521,6 +489,41 @@ async fn futures_join_all<F: std::future::Future>(
         .collect()
 }
 
+/// An attribute as text; `None` if the node or the attribute does not exist.
+async fn attr_string(hs: &Hyperspace, node: &str, attr: &str) -> Result<Option<String>> {
+    match hs.attr_get(node, attr).await {
+        Ok(v) => Ok(v.map(|v| String::from_utf8_lossy(&v).into_owned())),
+        Err(e) if e.code() == Some(ErrorCode::NotFound) => Ok(None),
+        Err(e) => Err(hs_err(e)),
+    }
+}
+
+/// Connects to the active master (its address is the `addr` attribute of `/ht/master`), with
+/// a short idle timeout so that a dead master is noticed in seconds and its standby found.
+pub async fn connect_master(
+    hs: &Hyperspace,
+    credentials: &ClusterCredentials,
+    idle_timeout: Duration,
+) -> Result<rpc::Client> {
+    let addr = attr_string(hs, MASTER, ADDR_ATTR)
+        .await?
+        .ok_or_else(|| unavailable("no master is active".into()))?;
+    let addr: SocketAddr = addr
+        .parse()
+        .map_err(|e| unavailable(format!("bad master address '{addr}': {e}")))?;
+    let options = rpc::ClientOptions {
+        idle_timeout,
+        connect_timeout: Duration::from_secs(2),
+        ..Default::default()
+    };
+    let config = credentials
+        .client_config(options.idle_timeout)
+        .map_err(|e| unavailable(format!("master at {addr}: {e}")))?;
+    rpc::Client::connect_with(addr, MASTER_NAME, config, options)
+        .await
+        .map_err(|e| unavailable(format!("master at {addr}: {e}")))
+}
+
 /// Routes every cell to the server holding its row, keeping the order of each server's cells.
 fn route(ranges: &[RangeLocation], cells: Vec<Mutation>) -> Vec<(String, Vec<Mutation>)> {
     let first = &ranges[0].location;
@@ -545,17 +548,23 @@ fn route(ranges: &[RangeLocation], cells: Vec<Mutation>) -> Vec<(String, Vec<Mut
         .collect()
 }
 
-/// Cuts one server's cells into batches of about `batch_bytes` (at least one cell each).
+/// How many of `cells` go into one update batch of about `batch_bytes` (at least one cell).
+fn first_batch_len(cells: &[Mutation], batch_bytes: usize) -> usize {
+    let mut end = 0;
+    let mut bytes = 0;
+    while end < cells.len() && (end == 0 || bytes < batch_bytes) {
+        let m = &cells[end];
+        bytes += m.row.len() + m.qualifier.len() + m.value.len() + 24;
+        end += 1;
+    }
+    end
+}
+
+/// Cuts one server's cells into batches of about `batch_bytes` ([`first_batch_len`]).
 fn cut_batches(mut cells: Vec<Mutation>, batch_bytes: usize) -> Vec<Vec<Mutation>> {
     let mut out = Vec::new();
     loop {
-        let mut end = 0;
-        let mut bytes = 0;
-        while end < cells.len() && (end == 0 || bytes < batch_bytes) {
-            let m = &cells[end];
-            bytes += m.row.len() + m.qualifier.len() + m.value.len() + 24;
-            end += 1;
-        }
+        let end = first_batch_len(&cells, batch_bytes);
         if end == cells.len() {
             out.push(cells);
             return out;
@@ -563,6 +572,14 @@ fn cut_batches(mut cells: Vec<Mutation>, batch_bytes: usize) -> Vec<Vec<Mutation
         let rest = cells.split_off(end);
         out.push(std::mem::replace(&mut cells, rest));
     }
+}
+
+/// A range server that cannot be reached, as the error its call would have given.
+fn unreachable_server(e: ClientError) -> RsError {
+    RsError::Rpc(rpc::RpcError::service(
+        ErrorKind::Unavailable,
+        e.to_string(),
+    ))
 }
 
 /// The range holding `row` (ranges cover every row: checked by [`parse_locations`]).
@@ -1049,10 +1066,7 @@ impl ClusterMutator {
                 let task = self.rt.spawn(async move {
                     let res = match inner.server(&loc).await {
                         Ok(server) => server.update_in_stream(table_id, &batch, place).await,
-                        Err(e) => Err(RsError::Rpc(rpc::RpcError::service(
-                            ErrorKind::Unavailable,
-                            e.to_string(),
-                        ))),
+                        Err(e) => Err(unreachable_server(e)),
                     };
                     (batch, res)
                 });
@@ -1428,13 +1442,7 @@ async fn scan_table(
             part_spec.cell_offset = 0;
             let mut stream = match inner.server(&location).await {
                 Ok(s) => s.scan(table_id, &part_spec).await.map_err(|e| (0, e)),
-                Err(e) => Err((
-                    0,
-                    RsError::Rpc(rpc::RpcError::service(
-                        ErrorKind::Unavailable,
-                        e.to_string(),
-                    )),
-                )),
+                Err(e) => Err((0, unreachable_server(e))),
             };
             let mut taken = 0u64;
             let mut stop = false;
