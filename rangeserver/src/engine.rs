@@ -1182,6 +1182,29 @@ impl Engine {
         block_cells: usize,
         queue_blocks: usize,
     ) -> tokio::sync::mpsc::Receiver<Result<Vec<ScanCell>>> {
+        let block_cells = block_cells.max(1);
+        self.scan_stream_with(table_id, spec, queue_blocks, move |sc| {
+            let mut block = Vec::with_capacity(block_cells);
+            while block.len() < block_cells {
+                match sc.next_cell()? {
+                    Some(c) => block.push(c),
+                    None => break,
+                }
+            }
+            Ok((!block.is_empty()).then_some(block))
+        })
+    }
+
+    /// Scans in a blocking task; `fill` makes each block from the scanner (`Ok(None)`: the
+    /// scan is over), and the blocks go through a channel of `queue_blocks` blocks (the bound on
+    /// memory a slow reader can cause). A dropped receiver stops the scan at its next block.
+    pub fn scan_stream_with<B: Send + 'static>(
+        &self,
+        table_id: u32,
+        spec: ScanSpec,
+        queue_blocks: usize,
+        mut fill: impl FnMut(&mut TableScanner) -> Result<Option<B>> + Send + 'static,
+    ) -> tokio::sync::mpsc::Receiver<Result<B>> {
         let (tx, rx) = tokio::sync::mpsc::channel(queue_blocks.max(1));
         let e = self.clone();
         tokio::task::spawn_blocking(move || {
@@ -1192,23 +1215,14 @@ impl Engine {
                     return;
                 }
             };
-            let mut block = Vec::with_capacity(block_cells);
             loop {
-                match sc.next_cell() {
-                    Ok(Some(c)) => {
-                        block.push(c);
-                        if block.len() >= block_cells
-                            && tx.blocking_send(Ok(std::mem::take(&mut block))).is_err()
-                        {
+                match fill(&mut sc) {
+                    Ok(Some(block)) => {
+                        if tx.blocking_send(Ok(block)).is_err() {
                             return;
                         }
                     }
-                    Ok(None) => {
-                        if !block.is_empty() {
-                            let _ = tx.blocking_send(Ok(block));
-                        }
-                        return;
-                    }
+                    Ok(None) => return,
                     Err(err) => {
                         let _ = tx.blocking_send(Err(err));
                         return;
@@ -1690,6 +1704,37 @@ impl TableScanner {
         };
         self.filter.advance_cell()?;
         Ok(Some(ScanCell { key: k, value: v }))
+    }
+
+    /// The encoded size (key and value bytes) of the cell [`TableScanner::next_ref`] would
+    /// give next; `None` at the end of the scan.
+    pub fn peek_size(&mut self) -> Result<Option<usize>> {
+        if !self.filter.valid() {
+            return Ok(None);
+        }
+        let v = if self.keys_only {
+            0
+        } else {
+            self.filter.value().len()
+        };
+        Ok(Some(self.filter.key().len() + v))
+    }
+
+    /// Calls `f` with the next cell's key and value, without copying; `Ok(false)` (and no
+    /// call) at the end of the scan.
+    pub fn next_ref(&mut self, f: impl FnOnce(KeyRef<'_>, &[u8])) -> Result<bool> {
+        if !self.filter.valid() {
+            return Ok(false);
+        }
+        let k = KeyRef::from_trusted(self.filter.key())?;
+        let v = if self.keys_only {
+            &[][..]
+        } else {
+            self.filter.value()
+        };
+        f(k, v);
+        self.filter.advance_cell()?;
+        Ok(true)
     }
 
     /// Calls `f` with each remaining cell's encoded key and value, without copying.

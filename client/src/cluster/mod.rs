@@ -27,6 +27,7 @@ use parking_lot::Mutex;
 use rangeserver::server::client::{
     RangeServerClient, RangeServerClientOptions, RsError, StreamPlace,
 };
+use rangeserver::server::messages::PackedCells;
 use rpc::ClusterCredentials;
 use tokio::sync::mpsc;
 
@@ -50,8 +51,9 @@ pub struct ClusterOptions {
     pub mutator_in_flight: usize,
     /// Bytes of one update message to a range server (a buffer is sent as several).
     pub batch_bytes: usize,
-    /// Cells a scanner holds between the network and its reader.
-    pub scan_queue_cells: usize,
+    /// Blocks of cells (each at most one range-server message, `scan_block_bytes`) a scanner
+    /// holds between the network and its reader, besides the one it reads from.
+    pub scan_queue_blocks: usize,
     /// How long a call keeps retrying while ranges move or are recovered.
     pub retry_for: Duration,
     pub hyperspace_options: HsOptions,
@@ -66,7 +68,7 @@ impl ClusterOptions {
             mutator_buffer_bytes: 1 << 20,
             mutator_in_flight: 3,
             batch_bytes: 4 << 20,
-            scan_queue_cells: 4096,
+            scan_queue_blocks: 4,
             retry_for: Duration::from_secs(90),
             hyperspace_options: HsOptions::default(),
             range_server: RangeServerClientOptions {
@@ -876,7 +878,7 @@ impl Client for ClusterClient {
                 "OFFSET and CELL_OFFSET cannot be combined".into(),
             ));
         }
-        let (tx, rx) = mpsc::channel(self.inner.opts.scan_queue_cells.max(1));
+        let (tx, rx) = mpsc::channel(self.inner.opts.scan_queue_blocks.max(1));
         let inner = self.inner.clone();
         self.rt.spawn(async move {
             let res = scan_table(&inner, table_id, spec, &tx).await;
@@ -884,7 +886,11 @@ impl Client for ClusterClient {
                 let _ = tx.send(Err(e)).await;
             }
         });
-        Ok(Box::new(ClusterScanner { rx, done: false }))
+        Ok(Box::new(ClusterScanner {
+            rx,
+            block: PackedCells::new(Default::default(), 0),
+            done: false,
+        }))
     }
 
     fn compact(&self, table: Option<&str>, kind: CompactionKind) -> Result<()> {
@@ -1179,24 +1185,39 @@ impl TableMutator for ClusterMutator {
 }
 
 struct ClusterScanner {
-    rx: mpsc::Receiver<Result<Cell>>,
+    /// Blocks of cells from `scan_table`, never empty; an error ends the scan.
+    rx: mpsc::Receiver<Result<PackedCells>>,
+    /// What is left of the last block received. Its cells are decoded here, on the reader's
+    /// thread, which also frees them.
+    block: PackedCells,
     done: bool,
 }
 
 impl TableScanner for ClusterScanner {
     fn next_cell(&mut self) -> Result<Option<Cell>> {
-        if self.done {
-            return Ok(None);
-        }
-        match self.rx.blocking_recv() {
-            Some(Ok(c)) => Ok(Some(c)),
-            Some(Err(e)) => {
-                self.done = true;
-                Err(e)
+        loop {
+            match self.block.next_cell() {
+                Ok(Some(c)) => return Ok(Some(c)),
+                Ok(None) => {}
+                Err(e) => {
+                    self.done = true;
+                    self.block = PackedCells::new(Default::default(), 0);
+                    return Err(ClientError::Storage {
+                        kind: ErrorKind::Corruption,
+                        message: format!("scan: a range server's answer is malformed: {e}"),
+                    });
+                }
             }
-            None => {
-                self.done = true;
-                Ok(None)
+            if self.done {
+                return Ok(None);
+            }
+            match self.rx.blocking_recv() {
+                Some(Ok(block)) => self.block = block,
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Err(e);
+                }
+                None => self.done = true,
             }
         }
     }
@@ -1361,9 +1382,52 @@ impl Limiter {
         }
     }
 
-    fn judge(&mut self, cell: &Cell) -> Verdict {
-        if self.cur_row.as_deref() != Some(cell.key.row.as_slice()) {
-            self.cur_row = Some(cell.key.row.clone());
+    /// Judges a block's cells in place: the runs of cells taken (as their own readers, without
+    /// decoding them) and whether the limits ended the interval.
+    fn judge_block(
+        &mut self,
+        mut block: PackedCells,
+    ) -> std::result::Result<(Vec<PackedCells>, bool), String> {
+        let mut runs = Vec::new();
+        // The run of taken cells being built: its start offset, first index and length.
+        let mut run: Option<(usize, u32, u32)> = None;
+        let close =
+            |run: &mut Option<(usize, u32, u32)>, block: &PackedCells, runs: &mut Vec<_>| {
+                if let Some((from, index, n)) = run.take() {
+                    runs.push(block.slice(from, block.offset(), n, index));
+                }
+            };
+        loop {
+            let (at, index) = (block.offset(), block.index());
+            let Some(cell) = block.next_ref()? else {
+                break;
+            };
+            let verdict = self.judge(cell.row);
+            // `block.offset()` is now past `cell`: a run ends where the next cell starts.
+            match verdict {
+                Verdict::Take => match &mut run {
+                    Some((_, _, n)) => *n += 1,
+                    None => run = Some((at, index, 1)),
+                },
+                Verdict::Skip => close(&mut run, &block, &mut runs),
+                Verdict::Stop => {
+                    // The run ends before this cell.
+                    if let Some((from, first, n)) = run.take() {
+                        runs.push(block.slice(from, at, n, first));
+                    }
+                    return Ok((runs, true));
+                }
+            }
+        }
+        close(&mut run, &block, &mut runs);
+        Ok((runs, false))
+    }
+
+    fn judge(&mut self, row: &[u8]) -> Verdict {
+        if self.cur_row.as_deref() != Some(row) {
+            let cur = self.cur_row.get_or_insert_with(Vec::new);
+            cur.clear();
+            cur.extend_from_slice(row);
             self.rows_started += 1;
             if self.row_limit > 0 && self.rows_started > self.row_offset + self.row_limit {
                 return Verdict::Stop;
@@ -1384,14 +1448,13 @@ impl Limiter {
     }
 }
 
-/// Streams a table scan into `tx`: straight from one server when one server holds every range
-/// the scan touches (its limits apply there), otherwise interval by interval and server by
-/// server with the limits applied here.
+/// Streams a table scan into `tx`, block by block: interval by interval and server by server,
+/// with the limits applied here.
 async fn scan_table(
     inner: &Inner,
     table_id: u32,
     spec: ScanSpec,
-    tx: &mpsc::Sender<Result<Cell>>,
+    tx: &mpsc::Sender<Result<PackedCells>>,
 ) -> Result<()> {
     let mut intervals: Vec<Interval> = spec
         .row_intervals
@@ -1449,21 +1512,25 @@ async fn scan_table(
             let mut failure = None;
             if let Ok(s) = &mut stream {
                 loop {
-                    match s.next().await {
-                        Ok(Some(cell)) => {
-                            taken += 1;
-                            match limiter.judge(&cell) {
-                                Verdict::Take => {
-                                    if tx.send(Ok(cell)).await.is_err() {
-                                        // The reader went away.
-                                        return Ok(());
-                                    }
-                                }
-                                Verdict::Skip => {}
-                                Verdict::Stop => {
-                                    stop = true;
+                    match s.next_block().await {
+                        Ok(Some(block)) => {
+                            taken += u64::from(block.remaining());
+                            let (runs, end) = match limiter.judge_block(block) {
+                                Ok(judged) => judged,
+                                Err(e) => {
+                                    failure = Some(RsError::BadReply(e));
                                     break;
                                 }
+                            };
+                            for run in runs {
+                                if tx.send(Ok(run)).await.is_err() {
+                                    // The reader went away.
+                                    return Ok(());
+                                }
+                            }
+                            if end {
+                                stop = true;
+                                break;
                             }
                         }
                         Ok(None) => break,
@@ -1510,4 +1577,95 @@ async fn scan_table(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use common::key::{CellFlag, Key, KeyRef};
+    use proptest::prelude::*;
+    use rangeserver::server::messages::encode_scan_cell;
+
+    /// Packs `cells` as one scan message and cuts it into blocks after the given cell counts.
+    fn blocks(cells: &[Cell], cuts: &[usize]) -> Vec<PackedCells> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        for end in cuts.iter().copied().chain([cells.len()]) {
+            let end = end.clamp(start, cells.len());
+            let mut buf = Vec::new();
+            for c in &cells[start..end] {
+                let enc = c.key.encode();
+                encode_scan_cell(&KeyRef::new(&enc).unwrap(), &c.value, &mut buf);
+            }
+            out.push(PackedCells::new(buf.into(), (end - start) as u32));
+            start = end;
+        }
+        out
+    }
+
+    proptest! {
+        /// A limiter judging whole blocks in place takes exactly the cells the engine's rule
+        /// takes (skip `row_offset` rows, then `row_limit` rows; of their cells skip
+        /// `cell_offset`, then `cell_limit`), however the cells are cut into blocks.
+        #[test]
+        fn judged_blocks_take_what_the_limits_allow(
+            cells_per_row in prop::collection::vec(1usize..4, 0..12),
+            cuts in prop::collection::vec(0usize..30, 0..5),
+            row_offset in 0u64..4,
+            row_limit in 0u64..5,
+            cell_offset in 0u64..4,
+            cell_limit in 0u64..8,
+        ) {
+            let mut cells = Vec::new();
+            for (r, n) in cells_per_row.iter().enumerate() {
+                for q in 0..*n {
+                    cells.push(Cell {
+                        key: Key {
+                            row: format!("row{r:02}").into_bytes(),
+                            family: 1,
+                            qualifier: format!("q{q}").into_bytes(),
+                            timestamp: 7,
+                            revision: 9,
+                            flag: CellFlag::Insert,
+                        },
+                        value: format!("v{r}.{q}").into_bytes(),
+                    });
+                }
+            }
+            let mut cuts = cuts;
+            cuts.sort_unstable();
+            let spec = ScanSpec { row_offset, row_limit, cell_offset, cell_limit, ..Default::default() };
+            let mut limiter = Limiter::new(&spec);
+            let mut got = Vec::new();
+            for block in blocks(&cells, &cuts) {
+                let (runs, end) = limiter.judge_block(block).unwrap();
+                for mut run in runs {
+                    while let Some(c) = run.next_cell().unwrap() {
+                        got.push(c);
+                    }
+                }
+                if end {
+                    break;
+                }
+            }
+            let rows: Vec<&Vec<u8>> = {
+                let mut r: Vec<&Vec<u8>> = cells.iter().map(|c| &c.key.row).collect();
+                r.dedup();
+                r
+            };
+            let kept_rows: Vec<&Vec<u8>> = rows
+                .into_iter()
+                .skip(row_offset as usize)
+                .take(if row_limit == 0 { usize::MAX } else { row_limit as usize })
+                .collect();
+            let want: Vec<Cell> = cells
+                .iter()
+                .filter(|c| kept_rows.contains(&&c.key.row))
+                .skip(cell_offset as usize)
+                .take(if cell_limit == 0 { usize::MAX } else { cell_limit as usize })
+                .cloned()
+                .collect();
+            prop_assert_eq!(got, want);
+        }
+    }
 }

@@ -5,6 +5,10 @@
 //! database, then applies the same cells, in file order, in batches of 1000 directly to the
 //! engine of another fresh database (the reference). Loader and reference alternate run by run;
 //! the table shows medians and the median of the per-run ratios load/engine.
+//!
+//! With `--cluster N` the same loaders load the embedded database and a local cluster in turn,
+//! and each run ends with one full scan of the table through the same client (scan rate, and a
+//! check that both hold the same number of cells).
 
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
@@ -14,7 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use clap::Args;
 use client::embedded::{EmbeddedClient, EmbeddedOptions};
-use client::{Client, Mutation, TableSchema};
+use client::{Client, Mutation, ScanSpec, TableSchema};
 use common::schema::Durability;
 use hql::ast::{DataSource, LoadData, LoadOptions, LoadTarget};
 use hql::load::{LoadContext, LoadReport, load_data};
@@ -449,6 +453,20 @@ struct ClusterRow {
     elapsed_s: f64,
     cells: u64,
     per_loader: Vec<f64>,
+    /// A full scan of the table after the load: seconds and cells read.
+    scan_s: f64,
+    scanned: u64,
+}
+
+/// Reads the whole table once, as one client; (seconds, cells).
+fn full_scan(client: &dyn Client) -> anyhow::Result<(f64, u64)> {
+    let start = Instant::now();
+    let mut scanner = client.scanner(TABLE, ScanSpec::default())?;
+    let mut cells = 0u64;
+    while scanner.next_cell()?.is_some() {
+        cells += 1;
+    }
+    Ok((start.elapsed().as_secs_f64(), cells))
 }
 
 /// `--cluster N`: the same files loaded by the same loaders into the embedded database and
@@ -486,6 +504,7 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
         let client = EmbeddedClient::open(&dir, EmbeddedOptions::default())?;
         client.create_table(TABLE, table_schema(durability))?;
         let (elapsed_s, reports) = parallel_load(&client, &files)?;
+        let (scan_s, scanned) = full_scan(&client)?;
         client.close()?;
         drop(client);
         let _ = std::fs::remove_dir_all(&dir);
@@ -494,6 +513,8 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
             elapsed_s,
             cells: reports.iter().map(|r| r.cells).sum(),
             per_loader: reports.iter().map(|r| r.cells_per_sec()).collect(),
+            scan_s,
+            scanned,
         });
         let dir = base.join(format!("cluster-{run}"));
         let _ = std::fs::remove_dir_all(&dir);
@@ -508,10 +529,11 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
             master_poll_ms: None,
             wait_secs: 60,
         })?;
-        let loaded = (|| -> anyhow::Result<(f64, Vec<LoadReport>)> {
+        let loaded = (|| -> anyhow::Result<(f64, Vec<LoadReport>, (f64, u64))> {
             let client = crate::cluster_cmd::connect(&dir)?;
             client.create_table(TABLE, table_schema(durability))?;
-            let loaded = parallel_load(&client, &files)?;
+            let (elapsed_s, reports) = parallel_load(&client, &files)?;
+            let scan = full_scan(&client)?;
             let locations = client.table_locations(TABLE)?;
             let servers: std::collections::BTreeSet<&str> =
                 locations.iter().map(|l| l.location.as_str()).collect();
@@ -520,12 +542,12 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
                 locations.len(),
                 servers.len()
             );
-            Ok(loaded)
+            Ok((elapsed_s, reports, scan))
         })();
         let stopped = crate::cluster_cmd::stop(crate::cluster_cmd::DirArgs {
             data_dir: dir.clone(),
         });
-        let (elapsed_s, reports) = loaded?;
+        let (elapsed_s, reports, (scan_s, scanned)) = loaded?;
         stopped?;
         let _ = std::fs::remove_dir_all(&dir);
         rows.push(ClusterRow {
@@ -533,12 +555,23 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
             elapsed_s,
             cells: reports.iter().map(|r| r.cells).sum(),
             per_loader: reports.iter().map(|r| r.cells_per_sec()).collect(),
+            scan_s,
+            scanned,
         });
+        let pair = &rows[rows.len() - 2..];
+        if pair[0].scanned != pair[1].scanned {
+            bail!(
+                "run {run}: a full scan read {} cells from the embedded database but {} from the cluster",
+                pair[0].scanned,
+                pair[1].scanned
+            );
+        }
         for r in &rows[rows.len() - 2..] {
             eprintln!(
-                "run {run} {}: {:.0} inserts/s",
+                "run {run} {}: {:.0} inserts/s, full scan {:.0} cells/s",
                 r.mode,
-                r.cells as f64 / r.elapsed_s
+                r.cells as f64 / r.elapsed_s,
+                r.scanned as f64 / r.scan_s
             );
         }
     }
@@ -558,12 +591,17 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
     let rate = |r: &ClusterRow| r.cells as f64 / r.elapsed_s;
     // Runs alternate embedded, cluster: the ratio is the median of each run's pair, so a slow
     // patch of the machine weighs on both sides of a pair.
-    let ratio = super::median(
-        &rows
-            .chunks(2)
-            .map(|pair| rate(&pair[1]) / rate(&pair[0]))
-            .collect::<Vec<_>>(),
-    );
+    let pair_ratio = |f: &dyn Fn(&ClusterRow) -> f64| {
+        super::median(
+            &rows
+                .chunks(2)
+                .map(|pair| f(&pair[1]) / f(&pair[0]))
+                .collect::<Vec<_>>(),
+        )
+    };
+    let ratio = pair_ratio(&rate);
+    let scan_rate = |r: &ClusterRow| r.scanned as f64 / r.scan_s;
+    let scan_ratio = pair_ratio(&scan_rate);
     println!();
     println!(
         "| mode | loaders | elapsed s | inserts | inserts/s total | inserts/s per loader | ratio to embedded |"
@@ -577,9 +615,21 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
         let cells = rows.iter().find(|r| &r.mode == m).map_or(0, |r| r.cells);
         let r = if m == &modes[0] { 1.0 } else { ratio };
         println!("| {m} | {loaders} | {elapsed:.2} | {cells} | {total:.0} | {per:.0} | {r:.2} |");
+        let scan = med(m, &scan_rate);
+        let sr = if m == &modes[0] { 1.0 } else { scan_ratio };
         summary.push(format!(
-            "{m}: {total:.0} inserts/s ({per:.0} per loader, {r:.2}x embedded)"
+            "{m}: {total:.0} inserts/s ({per:.0} per loader, {r:.2}x embedded), full scan {scan:.0} cells/s ({sr:.2}x)"
         ));
+    }
+    println!();
+    println!("| mode | cells scanned | scan s | cells/s | ratio to embedded |");
+    println!("|---|---:|---:|---:|---:|");
+    for m in &modes {
+        let scanned = rows.iter().find(|r| &r.mode == m).map_or(0, |r| r.scanned);
+        let secs = med(m, &|r| r.scan_s);
+        let scan = med(m, &scan_rate);
+        let sr = if m == &modes[0] { 1.0 } else { scan_ratio };
+        println!("| {m} | {scanned} | {secs:.2} | {scan:.0} | {sr:.2} |");
     }
     let line = format!(
         "| {} | {} | {} | `{}` | load --cluster: {loaders} loaders x {} lines; {} |",

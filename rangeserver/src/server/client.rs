@@ -5,10 +5,10 @@
 //! Nothing is retried here: an update whose answer was lost may or may not have been applied,
 //! and only the caller knows whether repeating it is safe.
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use bytes::Bytes;
 use common::{AsMutationRef, Cell, ErrorKind, ScanSpec, TableSchema};
 use prost::Message as _;
 use rpc::{Client, ClientOptions, ClusterCredentials, ResponseStream, RpcError};
@@ -352,7 +352,7 @@ impl RangeServerClient {
             .await?;
         Ok(CellStream {
             stream,
-            block: VecDeque::new(),
+            block: PackedCells::new(Bytes::new(), 0),
             blocks: 0,
         })
     }
@@ -385,7 +385,8 @@ impl RangeServerClient {
 /// The cells of one scan, read block by block from the server (one block buffered at a time).
 pub struct CellStream {
     stream: ResponseStream,
-    block: VecDeque<WireCell>,
+    /// What is left of the last block received.
+    block: PackedCells,
     blocks: u64,
 }
 
@@ -393,9 +394,24 @@ impl CellStream {
     /// The next cell; `Ok(None)` at the end of the scan.
     pub async fn next(&mut self) -> Result<Option<Cell>, RsError> {
         loop {
-            if let Some(c) = self.block.pop_front() {
-                return Cell::try_from(c).map(Some).map_err(RsError::BadReply);
+            if let Some(c) = self.block.next_cell().map_err(RsError::BadReply)? {
+                return Ok(Some(c));
             }
+            match self.next_block().await? {
+                Some(block) => self.block = block,
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// The rest of the current block, or the next block the server sends (never empty), its
+    /// cells still packed; `Ok(None)` at the end of the scan.
+    pub async fn next_block(&mut self) -> Result<Option<PackedCells>, RsError> {
+        if self.block.remaining() > 0 {
+            let empty = PackedCells::new(Bytes::new(), 0);
+            return Ok(Some(std::mem::replace(&mut self.block, empty)));
+        }
+        loop {
             let Some(payload) = self.stream.next().await? else {
                 return Ok(None);
             };
@@ -407,7 +423,12 @@ impl CellStream {
                     row: n.row,
                 });
             }
-            self.block = block.cells.into();
+            let mut cells = PackedCells::new(block.cells, block.count);
+            if cells.remaining() > 0 {
+                return Ok(Some(cells));
+            }
+            // A block of no cells must hold no bytes either.
+            cells.next_ref().map_err(RsError::BadReply)?;
         }
     }
 

@@ -3,7 +3,7 @@
 
 use std::ops::Bound;
 
-use common::key::{CellFlag, Key};
+use common::key::{CellFlag, Key, KeyRef};
 use common::scan_spec::{
     CellInterval, CellPos, ColumnSelector, QualifierMatch, RowInterval, ScanSpec,
 };
@@ -192,43 +192,23 @@ pub fn encode_cells<'a, M: AsMutationRef + 'a>(
 pub fn decode_cells(buf: &[u8], count: u32) -> Result<Vec<MutationRef<'_>>, String> {
     // Every cell takes at least 6 bytes, so a lying count cannot make a huge allocation.
     let mut out = Vec::with_capacity((count as usize).min(buf.len() / 6 + 1));
-    let mut pos = 0usize;
+    let mut r = PackedReader { buf, pos: 0 };
     for i in 0..count {
-        let start = pos;
+        let start = r.pos;
         let bad = |what: &str| format!("packed cell {i} at byte {start}: {what}");
-        let head = buf
-            .get(pos..pos + 3)
-            .ok_or_else(|| bad("truncated header"))?;
-        let flag = CellFlag::from_u8(head[0])
-            .ok_or_else(|| bad(&format!("unknown cell flag {}", head[0])))?;
+        let head = r.fixed::<3>().ok_or_else(|| bad("truncated header"))?;
+        let flag = cell_flag(head[0]).map_err(|e| bad(&e))?;
         let family = head[1];
-        pos += 3;
         let timestamp = match head[2] {
             0 => None,
-            1 => {
-                let b = buf
-                    .get(pos..pos + 8)
-                    .ok_or_else(|| bad("truncated timestamp"))?;
-                pos += 8;
-                Some(i64::from_le_bytes(b.try_into().expect("8 bytes")))
-            }
+            1 => Some(i64::from_le_bytes(
+                r.fixed::<8>().ok_or_else(|| bad("truncated timestamp"))?,
+            )),
             other => return Err(bad(&format!("timestamp marker {other} is neither 0 nor 1"))),
         };
-        let mut field = |name: &str| -> Result<&[u8], String> {
-            let len =
-                get_varint(buf, &mut pos).ok_or_else(|| bad(&format!("bad {name} length")))?;
-            let end = usize::try_from(len)
-                .ok()
-                .and_then(|l| pos.checked_add(l))
-                .filter(|&e| e <= buf.len())
-                .ok_or_else(|| bad(&format!("{name} of {len} bytes runs past the message")))?;
-            let f = &buf[pos..end];
-            pos = end;
-            Ok(f)
-        };
-        let row = field("row")?;
-        let qualifier = field("qualifier")?;
-        let value = field("value")?;
+        let row = r.field("row").map_err(|e| bad(&e))?;
+        let qualifier = r.field("qualifier").map_err(|e| bad(&e))?;
+        let value = r.field("value").map_err(|e| bad(&e))?;
         out.push(MutationRef {
             row,
             family,
@@ -238,13 +218,203 @@ pub fn decode_cells(buf: &[u8], count: u32) -> Result<Vec<MutationRef<'_>>, Stri
             value,
         });
     }
-    if pos != buf.len() {
-        return Err(format!(
-            "{} bytes after the last of {count} packed cells",
-            buf.len() - pos
-        ));
+    r.finish(count)?;
+    Ok(out)
+}
+
+/// Bytes of a packed scan cell besides its row, qualifier and value (at most: the three
+/// varints take up to 5 bytes each for fields below 4 GiB).
+pub const PACKED_SCAN_CELL_OVERHEAD: usize = 2 + 16 + 3 * 5;
+
+/// Appends the packed form of a scanned cell to `out`: `flag u8, family u8, timestamp i64 LE,
+/// revision i64 LE, varint row length, row, varint qualifier length, qualifier, varint value
+/// length, value`. At most `key.as_bytes().len() + value.len() + PACKED_SCAN_CELL_OVERHEAD`
+/// bytes (a stored key holds its row and qualifier escaped, never shorter).
+pub fn encode_scan_cell(key: &KeyRef<'_>, value: &[u8], out: &mut Vec<u8>) {
+    out.push(key.flag() as u8);
+    out.push(key.family());
+    out.extend_from_slice(&key.timestamp().to_le_bytes());
+    out.extend_from_slice(&key.revision().to_le_bytes());
+    for field in [&*key.row(), &*key.qualifier(), value] {
+        put_varint(out, field.len() as u64);
+        out.extend_from_slice(field);
+    }
+}
+
+/// Reads `count` packed scan cells ([`encode_scan_cell`]) from `buf`. A malformed buffer is an
+/// error naming the cell and byte offset, and nothing is returned.
+pub fn decode_scan_cells(buf: &[u8], count: u32) -> Result<Vec<Cell>, String> {
+    let mut cells = PackedCells::new(bytes::Bytes::copy_from_slice(buf), count);
+    // Every cell takes at least 21 bytes, so a lying count cannot make a huge allocation.
+    let mut out = Vec::with_capacity((count as usize).min(buf.len() / 21 + 1));
+    while let Some(c) = cells.next_ref()? {
+        out.push(c.to_cell());
     }
     Ok(out)
+}
+
+/// A packed scan cell, borrowed from its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScanCellRef<'a> {
+    pub row: &'a [u8],
+    pub family: u8,
+    pub qualifier: &'a [u8],
+    pub timestamp: i64,
+    pub revision: i64,
+    pub flag: CellFlag,
+    pub value: &'a [u8],
+}
+
+impl ScanCellRef<'_> {
+    pub fn to_cell(&self) -> Cell {
+        Cell {
+            key: Key {
+                row: self.row.to_vec(),
+                family: self.family,
+                qualifier: self.qualifier.to_vec(),
+                timestamp: self.timestamp,
+                revision: self.revision,
+                flag: self.flag,
+            },
+            value: self.value.to_vec(),
+        }
+    }
+}
+
+/// The packed cells of one `ScanBlock` ([`encode_scan_cell`]), read one at a time in place.
+/// Reading checks every length against the message and, after the last cell, that no bytes
+/// are left; an error names the cell and its byte offset in the message.
+#[derive(Debug, Clone)]
+pub struct PackedCells {
+    bytes: bytes::Bytes,
+    /// Offset of `bytes` in the message it came from (for errors).
+    base: usize,
+    /// Cells left, and the index of the next one in its message.
+    left: u32,
+    index: u32,
+    pos: usize,
+}
+
+impl PackedCells {
+    pub fn new(bytes: bytes::Bytes, count: u32) -> Self {
+        Self {
+            bytes,
+            base: 0,
+            left: count,
+            index: 0,
+            pos: 0,
+        }
+    }
+
+    /// Cells not read yet.
+    pub fn remaining(&self) -> u32 {
+        self.left
+    }
+
+    /// Byte offset of the next cell.
+    pub fn offset(&self) -> usize {
+        self.pos
+    }
+
+    /// The cells between two offsets this reader has passed (`count` of them), as a reader of
+    /// their own.
+    pub fn slice(&self, from: usize, to: usize, count: u32, first_index: u32) -> PackedCells {
+        PackedCells {
+            bytes: self.bytes.slice(from..to),
+            base: self.base + from,
+            left: count,
+            index: first_index,
+            pos: 0,
+        }
+    }
+
+    /// Index (in its message) of the next cell.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The next cell; `Ok(None)` after the last.
+    pub fn next_ref(&mut self) -> Result<Option<ScanCellRef<'_>>, String> {
+        if self.left == 0 {
+            let r = PackedReader {
+                buf: &self.bytes,
+                pos: self.pos,
+            };
+            return r.finish(self.index).map(|()| None);
+        }
+        let start = self.pos;
+        let (i, base) = (self.index, self.base);
+        let bad = |what: &str| format!("packed cell {i} at byte {}: {what}", base + start);
+        let mut r = PackedReader {
+            buf: &self.bytes,
+            pos: self.pos,
+        };
+        let head = r.fixed::<18>().ok_or_else(|| bad("truncated header"))?;
+        let flag = cell_flag(head[0]).map_err(|e| bad(&e))?;
+        let row = r.field("row").map_err(|e| bad(&e))?;
+        let qualifier = r.field("qualifier").map_err(|e| bad(&e))?;
+        let value = r.field("value").map_err(|e| bad(&e))?;
+        self.pos = r.pos;
+        self.left -= 1;
+        self.index += 1;
+        Ok(Some(ScanCellRef {
+            row,
+            family: head[1],
+            qualifier,
+            timestamp: i64::from_le_bytes(head[2..10].try_into().expect("8 bytes")),
+            revision: i64::from_le_bytes(head[10..18].try_into().expect("8 bytes")),
+            flag,
+            value,
+        }))
+    }
+
+    /// The next cell, owned; `Ok(None)` after the last.
+    pub fn next_cell(&mut self) -> Result<Option<Cell>, String> {
+        Ok(self.next_ref()?.map(|c| c.to_cell()))
+    }
+}
+
+fn cell_flag(b: u8) -> Result<CellFlag, String> {
+    CellFlag::from_u8(b).ok_or_else(|| format!("unknown cell flag {b}"))
+}
+
+/// A cursor over packed cells; `None` / `Err` on anything past the buffer's end.
+struct PackedReader<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> PackedReader<'a> {
+    fn fixed<const N: usize>(&mut self) -> Option<[u8; N]> {
+        let b = self.buf.get(self.pos..self.pos.checked_add(N)?)?;
+        self.pos += N;
+        Some(b.try_into().expect("N bytes"))
+    }
+
+    /// A varint length and that many bytes.
+    fn field(&mut self, name: &str) -> Result<&'a [u8], String> {
+        let len =
+            get_varint(self.buf, &mut self.pos).ok_or_else(|| format!("bad {name} length"))?;
+        let end = usize::try_from(len)
+            .ok()
+            .and_then(|l| self.pos.checked_add(l))
+            .filter(|&e| e <= self.buf.len())
+            .ok_or_else(|| format!("{name} of {len} bytes runs past the message"))?;
+        let f = &self.buf[self.pos..end];
+        self.pos = end;
+        Ok(f)
+    }
+
+    /// Every byte must belong to one of the `count` cells.
+    fn finish(&self, count: u32) -> Result<(), String> {
+        if self.pos != self.buf.len() {
+            return Err(format!(
+                "{} bytes after the last of {count} packed cells",
+                self.buf.len() - self.pos
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A row this server holds no range for: the client refreshes its range locations.
@@ -366,32 +536,17 @@ pub struct ScanRequest {
     pub spec: Option<WireScanSpec>,
 }
 
-/// A cell returned by a scan.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct WireCell {
-    #[prost(bytes = "vec", tag = "1")]
-    pub row: Vec<u8>,
-    #[prost(uint32, tag = "2")]
-    pub family: u32,
-    #[prost(bytes = "vec", tag = "3")]
-    pub qualifier: Vec<u8>,
-    #[prost(int64, tag = "4")]
-    pub timestamp: i64,
-    #[prost(int64, tag = "5")]
-    pub revision: i64,
-    #[prost(uint32, tag = "6")]
-    pub flag: u32,
-    #[prost(bytes = "vec", tag = "7")]
-    pub value: Vec<u8>,
-}
-
-/// One pushed message of `rs.scan`. A block with `not_here` set is the last of its stream.
+/// One pushed message of `rs.scan`: `count` cells packed back to back in `cells`
+/// ([`encode_scan_cell`]). A block with `not_here` set is the last of its stream. (Tag 1 was
+/// the cells as one message each; it is not used.)
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ScanBlock {
-    #[prost(message, repeated, tag = "1")]
-    pub cells: Vec<WireCell>,
     #[prost(message, optional, tag = "2")]
     pub not_here: Option<NotHere>,
+    #[prost(bytes = "bytes", tag = "3")]
+    pub cells: bytes::Bytes,
+    #[prost(uint32, tag = "4")]
+    pub count: u32,
 }
 
 /// A range held by the server. Empty rows are unbounded ends.
@@ -464,37 +619,6 @@ pub fn flag_from_wire(flag: u32) -> Result<CellFlag, String> {
 
 fn family_from_wire(family: u32) -> Result<u8, String> {
     u8::try_from(family).map_err(|_| format!("family id {family} is above 255"))
-}
-
-impl From<Cell> for WireCell {
-    fn from(c: Cell) -> Self {
-        Self {
-            row: c.key.row,
-            family: c.key.family.into(),
-            qualifier: c.key.qualifier,
-            timestamp: c.key.timestamp,
-            revision: c.key.revision,
-            flag: c.key.flag as u32,
-            value: c.value,
-        }
-    }
-}
-
-impl TryFrom<WireCell> for Cell {
-    type Error = String;
-    fn try_from(c: WireCell) -> Result<Self, String> {
-        Ok(Self {
-            key: Key {
-                row: c.row,
-                family: family_from_wire(c.family)?,
-                qualifier: c.qualifier,
-                timestamp: c.timestamp,
-                revision: c.revision,
-                flag: flag_from_wire(c.flag)?,
-            },
-            value: c.value,
-        })
-    }
 }
 
 impl From<&RangeInfo> for WireRange {
@@ -791,6 +915,92 @@ mod tests {
                 prop_assert!(decode_cells(&buf, cells.len() as u32 - 1).is_err());
             }
         }
+    }
+
+    fn scan_cell() -> impl Strategy<Value = Cell> {
+        (mutation(), any::<i64>(), any::<i64>()).prop_map(|(m, ts, rev)| Cell {
+            key: Key {
+                row: m.row,
+                family: m.family,
+                qualifier: m.qualifier,
+                timestamp: ts,
+                revision: rev,
+                flag: m.flag,
+            },
+            value: m.value,
+        })
+    }
+
+    fn pack_scan(cells: &[Cell]) -> Vec<u8> {
+        let mut buf = Vec::new();
+        for c in cells {
+            let enc = c.key.encode();
+            encode_scan_cell(&KeyRef::new(&enc).unwrap(), &c.value, &mut buf);
+        }
+        buf
+    }
+
+    proptest! {
+        /// Packed scan cells read back as the cells scanned (rows and qualifiers unescaped,
+        /// any bytes); a cut or miscounted message is refused; the size bound holds.
+        #[test]
+        fn packed_scan_cells_round_trip(cells in prop::collection::vec(scan_cell(), 0..30), cut in any::<prop::sample::Index>()) {
+            let buf = pack_scan(&cells);
+            let bound: usize = cells
+                .iter()
+                .map(|c| c.key.encode().len() + c.value.len() + PACKED_SCAN_CELL_OVERHEAD)
+                .sum();
+            prop_assert!(buf.len() <= bound);
+            prop_assert_eq!(&decode_scan_cells(&buf, cells.len() as u32).unwrap(), &cells);
+            if !buf.is_empty() {
+                let n = cut.index(buf.len());
+                prop_assert!(decode_scan_cells(&buf[..n], cells.len() as u32).is_err());
+            }
+            prop_assert!(decode_scan_cells(&buf, cells.len() as u32 + 1).is_err());
+            if !cells.is_empty() {
+                prop_assert!(decode_scan_cells(&buf, cells.len() as u32 - 1).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn malformed_packed_scan_cells_say_which_cell_and_where() {
+        let cell = |row: &str| Cell {
+            key: Key {
+                row: row.into(),
+                family: 1,
+                qualifier: b"q".to_vec(),
+                timestamp: 5,
+                revision: 6,
+                flag: CellFlag::Insert,
+            },
+            value: b"v".to_vec(),
+        };
+        let buf = pack_scan(&[cell("r1"), cell("r2")]);
+        let second = buf.len() / 2;
+        let mut bad = buf.clone();
+        bad[second] = 7;
+        assert_eq!(
+            decode_scan_cells(&bad, 2).unwrap_err(),
+            format!("packed cell 1 at byte {second}: unknown cell flag 7")
+        );
+        let e = decode_scan_cells(&buf[..buf.len() - 1], 2).unwrap_err();
+        assert!(e.starts_with("packed cell 1 at byte"), "{e}");
+        assert!(e.ends_with("value of 1 bytes runs past the message"), "{e}");
+        let e = decode_scan_cells(&buf, 1).unwrap_err();
+        assert_eq!(
+            e,
+            format!("{second} bytes after the last of 1 packed cells")
+        );
+        // A slice of a message names offsets in the whole message.
+        let mut whole = PackedCells::new(bad.into(), 2);
+        whole.next_ref().unwrap();
+        let mut rest = whole.slice(second, second * 2, 1, 1);
+        assert_eq!(
+            rest.next_cell().unwrap_err(),
+            format!("packed cell 1 at byte {second}: unknown cell flag 7")
+        );
+        assert!(decode_scan_cells(&buf, u32::MAX).is_err());
     }
 
     #[test]

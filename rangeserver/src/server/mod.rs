@@ -235,46 +235,60 @@ impl RangeServerService {
         let _slot = self.scans.acquire().await.map_err(|_| {
             RpcError::service(ErrorKind::Unavailable, "the range server is shutting down")
         })?;
-        let mut rx = self.engine.scan_stream(
+        // The scanner thread packs cells straight from the engine's keys into message-sized
+        // blocks (no cell is built as owned vectors on the way).
+        let block_cells = self.options.scan_block_cells.max(1);
+        let block_bytes = self.options.scan_block_bytes.max(1);
+        let mut rx = self.engine.scan_stream_with(
             req.table_id,
             spec,
-            self.options.scan_block_cells.max(1),
             self.options.scan_queue_blocks.max(1),
+            move |sc| pack_scan_block(sc, block_cells, block_bytes),
         );
         // Dropping `rx` (on return, also when a send fails because the client went away) makes
         // the scanner thread's next send fail, so it stops and drops its scanner.
         while let Some(block) = rx.recv().await {
-            let cells = match block {
-                Ok(cells) => cells,
+            let block = match block {
+                Ok(block) => block,
                 Err(Error::NotHere { table_id, row }) => {
                     let last = ScanBlock {
-                        cells: Vec::new(),
                         not_here: Some(NotHere { table_id, row }),
+                        ..Default::default()
                     };
                     return self.push(sink, last.encode_to_vec().into()).await;
                 }
                 Err(e) => return Err(engine_error(method::SCAN, e)),
             };
-            // Re-chunk by bytes: engine blocks are bounded in cells, messages must also be
-            // bounded in bytes (values may be large).
-            let mut out = ScanBlock::default();
-            let mut bytes = 0usize;
-            for c in cells {
-                let size = c.key.row.len() + c.key.qualifier.len() + c.value.len() + 32;
-                if !out.cells.is_empty() && bytes + size > self.options.scan_block_bytes {
-                    self.push(sink, std::mem::take(&mut out).encode_to_vec().into())
-                        .await?;
-                    bytes = 0;
-                }
-                bytes += size;
-                out.cells.push(c.into());
-            }
-            if !out.cells.is_empty() {
-                self.push(sink, out.encode_to_vec().into()).await?;
-            }
+            self.push(sink, block.encode_to_vec().into()).await?;
         }
         Ok(())
     }
+}
+
+/// The next `ScanBlock` of a scan: up to `max_cells` cells and about `max_bytes` bytes (a
+/// single larger cell goes alone); `None` at the end of the scan.
+fn pack_scan_block(
+    sc: &mut crate::engine::TableScanner,
+    max_cells: usize,
+    max_bytes: usize,
+) -> Result<Option<ScanBlock>, Error> {
+    let mut packed = Vec::with_capacity(max_bytes.min(64 << 10));
+    let mut count = 0u32;
+    while (count as usize) < max_cells {
+        let more = sc.peek_size()?.is_some_and(|size| {
+            count == 0 || packed.len() + size + PACKED_SCAN_CELL_OVERHEAD <= max_bytes
+        });
+        if !more {
+            break;
+        }
+        sc.next_ref(|key, value| encode_scan_cell(&key, value, &mut packed))?;
+        count += 1;
+    }
+    Ok((count > 0).then(|| ScanBlock {
+        not_here: None,
+        cells: packed.into(),
+        count,
+    }))
 }
 
 /// True for the callers that may change tables and ranges: the master and range servers.
