@@ -906,15 +906,26 @@ mod tests {
             for (b, m) in back.iter().zip(&cells) {
                 prop_assert_eq!(*b, m.as_mutation_ref());
             }
-            if !buf.is_empty() {
-                let n = cut.index(buf.len());
-                prop_assert!(decode_cells(&buf[..n], cells.len() as u32).is_err());
-            }
-            prop_assert!(decode_cells(&buf, cells.len() as u32 + 1).is_err());
-            if !cells.is_empty() {
-                prop_assert!(decode_cells(&buf, cells.len() as u32 - 1).is_err());
-            }
+            damage_is_refused(&buf, cells.len() as u32, cut, |b, n| decode_cells(b, n).is_err())?;
         }
+    }
+
+    /// A strict prefix of a packing of `count` cells, and the packing read as one cell more or
+    /// one fewer, must all be refused.
+    fn damage_is_refused(
+        buf: &[u8],
+        count: u32,
+        cut: prop::sample::Index,
+        refused: impl Fn(&[u8], u32) -> bool,
+    ) -> Result<(), TestCaseError> {
+        if !buf.is_empty() {
+            prop_assert!(refused(&buf[..cut.index(buf.len())], count));
+        }
+        prop_assert!(refused(buf, count + 1));
+        if count > 0 {
+            prop_assert!(refused(buf, count - 1));
+        }
+        Ok(())
     }
 
     fn scan_cell() -> impl Strategy<Value = Cell> {
@@ -952,14 +963,7 @@ mod tests {
                 .sum();
             prop_assert!(buf.len() <= bound);
             prop_assert_eq!(&decode_scan_cells(&buf, cells.len() as u32).unwrap(), &cells);
-            if !buf.is_empty() {
-                let n = cut.index(buf.len());
-                prop_assert!(decode_scan_cells(&buf[..n], cells.len() as u32).is_err());
-            }
-            prop_assert!(decode_scan_cells(&buf, cells.len() as u32 + 1).is_err());
-            if !cells.is_empty() {
-                prop_assert!(decode_scan_cells(&buf, cells.len() as u32 - 1).is_err());
-            }
+            damage_is_refused(&buf, cells.len() as u32, cut, |b, n| decode_scan_cells(b, n).is_err())?;
         }
     }
 
