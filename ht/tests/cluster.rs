@@ -306,7 +306,9 @@ fn value(loader: u64, i: u64) -> Vec<u8> {
 /// The crash test: 3 Hyperspace replicas, a master and a standby, 3 range servers with
 /// a small split size; 4 loaders write; a range server, then the active master, then the
 /// Hyperspace leader are killed with SIGKILL during the load. Every acknowledged cell must be
-/// readable exactly once afterwards, and DDL must work.
+/// readable exactly once afterwards, and DDL must work. The loaders' mutators send 16 KiB
+/// buffers, up to 4 in flight, and flush every 8,000 cells (about 300 KB), so the kills land on
+/// pipelined, ordered update streams.
 #[test]
 fn kill_rangeserver_master_and_hyperspace_leader_under_load() {
     kill_test(&[], kill_test_cells(), 4 << 20);
@@ -345,7 +347,10 @@ fn kill_test(extra: &[&str], total: u64, split_bytes: u64) {
     let mut handles = Vec::new();
     let started = Instant::now();
     for t in 0..loaders {
-        let client = cluster.client();
+        let client = cluster.client_with(|o| {
+            o.mutator_buffer_bytes = 16 << 10;
+            o.mutator_in_flight = 4;
+        });
         let acked_total = acked_total.clone();
         let failures = failures.clone();
         handles.push(std::thread::spawn(move || {
@@ -363,7 +368,7 @@ fn kill_test(extra: &[&str], total: u64, split_bytes: u64) {
                     flag: common::key::CellFlag::Insert,
                     value: value(t, i),
                 };
-                let flush = (i + 1) % 2_000 == 0 || i + 1 == per_loader;
+                let flush = (i + 1) % 8_000 == 0 || i + 1 == per_loader;
                 let r = m
                     .set(cell)
                     .and_then(|()| if flush { m.flush() } else { Ok(()) });
