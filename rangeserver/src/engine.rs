@@ -1708,16 +1708,16 @@ impl TableScanner {
 
     /// The encoded size (key and value bytes) of the cell [`TableScanner::next_ref`] would
     /// give next; `None` at the end of the scan.
-    pub fn peek_size(&mut self) -> Result<Option<usize>> {
+    pub fn peek_size(&self) -> Option<usize> {
         if !self.filter.valid() {
-            return Ok(None);
+            return None;
         }
         let v = if self.keys_only {
             0
         } else {
             self.filter.value().len()
         };
-        Ok(Some(self.filter.key().len() + v))
+        Some(self.filter.key().len() + v)
     }
 
     /// Calls `f` with the next cell's key and value, without copying; `Ok(false)` (and no

@@ -1386,40 +1386,36 @@ impl Limiter {
     /// decoding them) and whether the limits ended the interval.
     fn judge_block(
         &mut self,
-        mut block: PackedCells,
+        block: PackedCells,
     ) -> std::result::Result<(Vec<PackedCells>, bool), String> {
         let mut runs = Vec::new();
         // The run of taken cells being built: its start offset, first index and length.
         let mut run: Option<(usize, u32, u32)> = None;
-        let close =
-            |run: &mut Option<(usize, u32, u32)>, block: &PackedCells, runs: &mut Vec<_>| {
-                if let Some((from, index, n)) = run.take() {
-                    runs.push(block.slice(from, block.offset(), n, index));
-                }
-            };
+        // Ends the run (if any) at byte `end` of the block.
+        let close = |run: &mut Option<(usize, u32, u32)>, end: usize, runs: &mut Vec<_>| {
+            if let Some((from, first, n)) = run.take() {
+                runs.push(block.slice(from, end, n, first));
+            }
+        };
+        let mut cells = block.clone();
         loop {
-            let (at, index) = (block.offset(), block.index());
-            let Some(cell) = block.next_ref()? else {
+            let (at, index) = (cells.offset(), cells.index());
+            let Some(cell) = cells.next_ref()? else {
                 break;
             };
-            let verdict = self.judge(cell.row);
-            // `block.offset()` is now past `cell`: a run ends where the next cell starts.
-            match verdict {
+            match self.judge(cell.row) {
                 Verdict::Take => match &mut run {
                     Some((_, _, n)) => *n += 1,
                     None => run = Some((at, index, 1)),
                 },
-                Verdict::Skip => close(&mut run, &block, &mut runs),
+                Verdict::Skip => close(&mut run, at, &mut runs),
                 Verdict::Stop => {
-                    // The run ends before this cell.
-                    if let Some((from, first, n)) = run.take() {
-                        runs.push(block.slice(from, at, n, first));
-                    }
+                    close(&mut run, at, &mut runs);
                     return Ok((runs, true));
                 }
             }
         }
-        close(&mut run, &block, &mut runs);
+        close(&mut run, cells.offset(), &mut runs);
         Ok((runs, false))
     }
 

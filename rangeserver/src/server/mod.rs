@@ -235,8 +235,8 @@ impl RangeServerService {
         let _slot = self.scans.acquire().await.map_err(|_| {
             RpcError::service(ErrorKind::Unavailable, "the range server is shutting down")
         })?;
-        // The scanner thread packs cells straight from the engine's keys into message-sized
-        // blocks (no cell is built as owned vectors on the way).
+        // The scanner thread packs cells straight from the engine's keys into messages (no cell
+        // is built as owned vectors on the way).
         let block_cells = self.options.scan_block_cells.max(1);
         let block_bytes = self.options.scan_block_bytes.max(1);
         let mut rx = self.engine.scan_stream_with(
@@ -259,23 +259,23 @@ impl RangeServerService {
                 }
                 Err(e) => return Err(engine_error(method::SCAN, e)),
             };
-            self.push(sink, block.encode_to_vec().into()).await?;
+            self.push(sink, block).await?;
         }
         Ok(())
     }
 }
 
-/// The next `ScanBlock` of a scan: up to `max_cells` cells and about `max_bytes` bytes (a
-/// single larger cell goes alone); `None` at the end of the scan.
+/// The next `ScanBlock` message of a scan: up to `max_cells` cells and about `max_bytes` bytes
+/// (a single larger cell goes alone); `None` at the end of the scan.
 fn pack_scan_block(
     sc: &mut crate::engine::TableScanner,
     max_cells: usize,
     max_bytes: usize,
-) -> Result<Option<ScanBlock>, Error> {
+) -> Result<Option<Bytes>, Error> {
     let mut packed = Vec::with_capacity(max_bytes.min(64 << 10));
     let mut count = 0u32;
     while (count as usize) < max_cells {
-        let more = sc.peek_size()?.is_some_and(|size| {
+        let more = sc.peek_size().is_some_and(|size| {
             count == 0 || packed.len() + size + PACKED_SCAN_CELL_OVERHEAD <= max_bytes
         });
         if !more {
@@ -284,10 +284,14 @@ fn pack_scan_block(
         sc.next_ref(|key, value| encode_scan_cell(&key, value, &mut packed))?;
         count += 1;
     }
-    Ok((count > 0).then(|| ScanBlock {
-        not_here: None,
-        cells: packed.into(),
-        count,
+    Ok((count > 0).then(|| {
+        ScanBlock {
+            not_here: None,
+            cells: packed.into(),
+            count,
+        }
+        .encode_to_vec()
+        .into()
     }))
 }
 
