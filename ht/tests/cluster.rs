@@ -97,6 +97,20 @@ impl LocalCluster {
         p.name
     }
 
+    /// The name of the range-server process that registered as `location` (from its log).
+    fn process_of_location(&self, location: &str) -> String {
+        let said = format!("range server {location} serving on");
+        self.processes()
+            .into_iter()
+            .filter(|p| p.role == "rangeserver")
+            .find(|p| {
+                std::fs::read_to_string(self.path().join("logs").join(format!("{}.log", p.name)))
+                    .is_ok_and(|log| log.contains(&said))
+            })
+            .unwrap_or_else(|| panic!("no range server logged '{said}'\n{}", self.logs()))
+            .name
+    }
+
     /// The Hyperspace replicas' addresses, from the cluster file.
     fn hyperspace_addrs(&self) -> Vec<std::net::SocketAddr> {
         let text = std::fs::read_to_string(self.path().join("cluster.json")).expect("cluster file");
@@ -783,6 +797,90 @@ fn splits_reach_metadata_without_waiting_for_the_masters_poll() {
 }
 
 /// A master killed after logging an operation: the standby takes over and finishes it.
+/// A scan whose range server dies under it carries on: the client resumes the broken-off part
+/// at the row of the last cell it judged once the range is recovered elsewhere, passing over
+/// the cells it already had, versions included; every cell comes exactly once, in order.
+#[test]
+fn a_scan_carries_on_when_its_range_server_dies() {
+    let cluster = LocalCluster::start(1, 1, 2);
+    let client = cluster.client();
+    let mut schema = common::TableSchema::new(0, "");
+    let fam = schema.add_family("v");
+    client.create_table("/scan", schema).expect("create table");
+    // 40,000 rows of 2 qualifiers x 2 versions, 100-byte values: about 19 MB, far more than a
+    // scan holds between the server and its reader.
+    let (rows, qualifiers, versions) = (40_000u64, 2u64, 2i64);
+    let value = |r: u64, q: u64, v: i64| format!("{r:08}.{q}.{v}:{}", "x".repeat(84)).into_bytes();
+    let mut m = client.mutator("/scan").expect("mutator");
+    for r in 0..rows {
+        for q in 0..qualifiers {
+            for v in 0..versions {
+                m.set(common::Mutation {
+                    row: format!("{r:08}").into_bytes(),
+                    family: fam,
+                    qualifier: format!("q{q}").into_bytes(),
+                    timestamp: Some(1_000 + v),
+                    flag: common::key::CellFlag::Insert,
+                    value: value(r, q, v),
+                })
+                .expect("set");
+            }
+        }
+    }
+    m.flush().expect("flush");
+    drop(m);
+    // The cells in scan order: rows, qualifiers, newest version first.
+    let mut expected = (0..rows).flat_map(|r| {
+        (0..qualifiers).flat_map(move |q| (0..versions).rev().map(move |v| (r, q, v)))
+    });
+    let mut scanner = client
+        .scanner("/scan", common::ScanSpec::default())
+        .expect("scanner");
+    let mut read = 0u64;
+    let mut check = |c: common::Cell, read: u64| {
+        let (r, q, v) = expected.next().expect("no more cells than written");
+        assert_eq!(
+            (
+                c.key.row.as_slice(),
+                c.key.qualifier.as_slice(),
+                c.key.timestamp
+            ),
+            (
+                format!("{r:08}").as_bytes(),
+                format!("q{q}").as_bytes(),
+                1_000 + v
+            ),
+            "cell {read}"
+        );
+        assert_eq!(c.value, value(r, q, v), "cell {read}");
+    };
+    for _ in 0..5_003 {
+        check(scanner.next_cell().expect("scan").expect("a cell"), read);
+        read += 1;
+    }
+    let location = client.table_locations("/scan").expect("locations")[0]
+        .location
+        .clone();
+    let name = cluster.process_of_location(&location);
+    let killed = cluster.kill(|p| p.name == name);
+    let killed_at = Instant::now();
+    eprintln!("killed {killed} ({location}) after {read} cells");
+    while let Some(c) = scanner.next_cell().expect("the scan carries on") {
+        check(c, read);
+        read += 1;
+    }
+    assert!(expected.next().is_none(), "cells missing after {read}");
+    let st = client.master_status().expect("master status");
+    assert!(
+        st.recoveries >= 1,
+        "the scan did not outlive a recovery: {st:?}"
+    );
+    eprintln!(
+        "read all {read} cells; the scan finished {:?} after the kill",
+        killed_at.elapsed()
+    );
+}
+
 #[test]
 fn standby_master_finishes_what_the_dead_one_logged() {
     use client::cluster::layout::{HT, NEXT_TABLE_ID, OP_ATTR, OPS};
