@@ -881,6 +881,56 @@ fn a_scan_carries_on_when_its_range_server_dies() {
     );
 }
 
+/// DDL that meets a range server which stopped answering for a while (SIGSTOP, then SIGCONT
+/// 6 s later: its connections time out, so the master's steps fail as unavailable) is not
+/// refused: the operation is logged, and the request is answered once it finishes.
+#[test]
+fn ddl_waits_out_a_stalled_range_server() {
+    let cluster = LocalCluster::start(1, 1, 2);
+    let client = cluster.client();
+    let st = client.master_status().expect("master status");
+    let name = cluster.process_of_location(&st.root_location);
+    let pid = cluster
+        .processes()
+        .into_iter()
+        .find(|p| p.name == name)
+        .expect("the process")
+        .pid as i32;
+    // SAFETY: signals a process this test started.
+    unsafe {
+        libc::kill(pid, libc::SIGSTOP);
+    }
+    let resume = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(6));
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(pid, libc::SIGCONT);
+        }
+    });
+    let started = Instant::now();
+    let mut schema = common::TableSchema::new(0, "");
+    schema.add_family("v");
+    let created = client.create_table("/after_stall", schema);
+    let took = started.elapsed();
+    resume.join().expect("resume");
+    let created = created.unwrap_or_else(|e| {
+        panic!(
+            "create table while METADATA's server ({name}) stalled: {e}\n{}",
+            cluster.logs()
+        )
+    });
+    eprintln!("create table answered after {took:?} (METADATA's server {name} stopped for 6 s)");
+    assert_eq!(created.name, "/after_stall");
+    let mut m = client.mutator("/after_stall").expect("mutator");
+    m.set(common::Mutation::insert("r", 1, "", "v"))
+        .expect("set");
+    m.flush().expect("flush");
+    let mut sc = client
+        .scanner("/after_stall", common::ScanSpec::default())
+        .expect("scanner");
+    assert_eq!(sc.next_cell().expect("scan").expect("a cell").value, b"v");
+}
+
 #[test]
 fn standby_master_finishes_what_the_dead_one_logged() {
     use client::cluster::layout::{HT, NEXT_TABLE_ID, OP_ATTR, OPS};

@@ -128,6 +128,25 @@ pub(crate) enum Answer {
 
 pub(crate) type Responder = oneshot::Sender<Result<Answer>>;
 
+/// Longest a DDL request waits for its logged operation to get past a passing unavailability
+/// (a range server paused while its Hyperspace session is in doubt, a server being recovered)
+/// before it is answered with the last error; the operation itself stays logged and finishes
+/// at a later look either way.
+const DDL_WAIT: Duration = Duration::from_secs(60);
+/// How often such an operation is tried again while its request waits.
+const DDL_RETRY: Duration = Duration::from_millis(200);
+/// Requests that may wait so at once; more are answered with their error at once.
+const MAX_WAITING_DDL: usize = 256;
+
+/// A DDL request whose operation is logged but not finished: answered when it finishes.
+struct WaitingDdl {
+    seq: u64,
+    answer: Answer,
+    respond: Responder,
+    since: std::time::Instant,
+    last_error: ClientError,
+}
+
 /// A range a server holds: (table id, start row, end row).
 pub(crate) type HeldRange = (u32, Option<Vec<u8>>, Option<Vec<u8>>);
 
@@ -196,6 +215,8 @@ pub async fn run(config: MasterConfig, mut stop: watch::Receiver<bool>) -> Resul
         load_policy: config.load_balance.clone(),
         load: balance::LoadMeter::default(),
         last_load_move: None,
+        deferred: None,
+        waiting: Vec::new(),
     };
     let result = master
         .control_loop(rx, config.poll_interval, &mut stop, &mut state)
@@ -205,6 +226,16 @@ pub async fn run(config: MasterConfig, mut stop: watch::Receiver<bool>) -> Resul
         let _ = hs.close_session().await;
     }
     result
+}
+
+/// What the request that started `op` is answered once `op` finishes.
+fn answer_of(op: &Operation) -> Answer {
+    match op {
+        Operation::CreateTable { schema, .. } | Operation::AlterTable { schema } => {
+            Answer::Schema(schema.clone())
+        }
+        _ => Answer::Done,
+    }
 }
 
 /// Resolves when the session is in jeopardy or gone.
@@ -233,6 +264,10 @@ struct Master {
     /// Rates of the ranges, from the counters the servers report.
     load: balance::LoadMeter,
     last_load_move: Option<std::time::Instant>,
+    /// Set by `start_op` when the operation it logged stopped at a retryable error: its
+    /// sequence number and the answer its request gets once it finishes.
+    deferred: Option<(u64, Answer)>,
+    waiting: Vec<WaitingDdl>,
 }
 
 impl Master {
@@ -245,6 +280,8 @@ impl Master {
     ) -> Result<()> {
         let mut tick = tokio::time::interval(poll);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut retry = tokio::time::interval(DDL_RETRY);
+        retry.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = stop.changed() => return Ok(()),
@@ -276,8 +313,37 @@ impl Master {
                 }
                 req = rx.recv() => {
                     let Some((req, respond)) = req else { return Ok(()) };
+                    let ddl = matches!(
+                        req,
+                        Request::CreateTable(..)
+                            | Request::AlterTable(..)
+                            | Request::RenameTable(..)
+                            | Request::DropTable(..)
+                    );
+                    self.deferred = None;
                     let answer = self.handle(req).await;
-                    let _ = respond.send(answer);
+                    match (answer, self.deferred.take()) {
+                        (Err(e), Some((seq, answer)))
+                            if ddl
+                                && e.kind() == ErrorKind::Unavailable
+                                && self.waiting.len() < MAX_WAITING_DDL =>
+                        {
+                            tracing::info!(seq, error = %e, "operation logged, not finished yet: its request waits");
+                            self.waiting.push(WaitingDdl {
+                                seq,
+                                answer,
+                                respond,
+                                since: std::time::Instant::now(),
+                                last_error: e,
+                            });
+                        }
+                        (answer, _) => {
+                            let _ = respond.send(answer);
+                        }
+                    }
+                }
+                _ = retry.tick(), if !self.waiting.is_empty() => {
+                    self.retry_waiting().await;
                 }
                 _ = tick.tick() => {
                     if let Err(e) = self.look().await {
@@ -729,7 +795,49 @@ impl Master {
             .await
             .map_err(hs_err)?;
         tracing::info!(op = op.describe(), seq, "operation logged");
-        self.run_op(seq, op).await
+        let answer = answer_of(&op);
+        let result = self.run_op(seq, op).await;
+        if result.is_err() {
+            // Logged: it finishes later; its request may wait for that (`control_loop`).
+            self.deferred = Some((seq, answer));
+        }
+        result
+    }
+
+    /// Tries the operations of waiting DDL requests again; answers those that finished (also
+    /// at a look: their node is gone), failed for good, or waited `DDL_WAIT`.
+    async fn retry_waiting(&mut self) {
+        let waiting = std::mem::take(&mut self.waiting);
+        for mut w in waiting {
+            let outcome = match self.attr(&op_node(w.seq), OP_ATTR).await {
+                Ok(None) => Ok(()),
+                Ok(Some(json)) => match Operation::from_json(&json) {
+                    Ok(op) => self.run_op(w.seq, op).await,
+                    Err(e) => Err(ClientError::Storage {
+                        kind: ErrorKind::Corruption,
+                        message: format!("operation {} is unreadable: {e}", w.seq),
+                    }),
+                },
+                Err(e) => Err(e),
+            };
+            match outcome {
+                Ok(()) => {
+                    let _ = w.respond.send(Ok(w.answer));
+                }
+                Err(e) if e.kind() == ErrorKind::Unavailable && w.since.elapsed() < DDL_WAIT => {
+                    w.last_error = e;
+                    self.waiting.push(w);
+                }
+                Err(e) => {
+                    let e = if e.kind() == ErrorKind::Unavailable {
+                        w.last_error
+                    } else {
+                        e
+                    };
+                    let _ = w.respond.send(Err(e));
+                }
+            }
+        }
     }
 
     async fn save_op(&self, seq: u64, op: &Operation) -> Result<()> {
