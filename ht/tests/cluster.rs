@@ -883,7 +883,8 @@ fn a_scan_carries_on_when_its_range_server_dies() {
 
 /// DDL that meets a range server which stopped answering for a while (SIGSTOP, then SIGCONT
 /// 6 s later: its connections time out, so the master's steps fail as unavailable) is not
-/// refused: the operation is logged, and the request is answered once it finishes.
+/// refused: the operation is logged, and the request is answered once it finishes. Meanwhile
+/// the name counts as taken.
 #[test]
 fn ddl_waits_out_a_stalled_range_server() {
     let cluster = LocalCluster::start(1, 1, 2);
@@ -907,12 +908,27 @@ fn ddl_waits_out_a_stalled_range_server() {
             libc::kill(pid, libc::SIGCONT);
         }
     });
+    // A second client asks for the same name while the first one's operation is logged but
+    // not finished: the name is taken.
+    let second = {
+        let client = cluster.client();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(1));
+            let mut schema = common::TableSchema::new(0, "");
+            schema.add_family("w");
+            client.create_table("/after_stall", schema)
+        })
+    };
     let started = Instant::now();
     let mut schema = common::TableSchema::new(0, "");
     schema.add_family("v");
     let created = client.create_table("/after_stall", schema);
     let took = started.elapsed();
     resume.join().expect("resume");
+    match second.join().expect("second client") {
+        Err(client::ClientError::TableExists(p)) => assert_eq!(p, "/after_stall"),
+        other => panic!("a second create of a name being created: {other:?}"),
+    }
     let created = created.unwrap_or_else(|e| {
         panic!(
             "create table while METADATA's server ({name}) stalled: {e}\n{}",

@@ -504,6 +504,17 @@ impl Master {
         if self.ns_exists(&path).await? {
             return Err(ClientError::NamespaceExists(path));
         }
+        // A logged, unfinished operation that will give the name to a table has it already
+        // (its request may still be waiting): a second one would race it to the name.
+        let claimed = self.pending_ops().await?.iter().any(|(_, op)| match op {
+            Operation::CreateTable { path: p, .. } | Operation::RenameTable { to: p, .. } => {
+                *p == path
+            }
+            _ => false,
+        });
+        if claimed {
+            return Err(ClientError::TableExists(path));
+        }
         Ok(path)
     }
 
