@@ -525,14 +525,7 @@ fn kill_test(extra: &[&str], total: u64, split_bytes: u64) {
     admin
         .create_table("/after", s)
         .expect("create after the kills");
-    let mut m = admin.mutator("/after").expect("mutator");
-    m.set(common::Mutation::insert("x", 1, "", "y"))
-        .expect("set");
-    m.flush().expect("flush");
-    let mut sc = admin
-        .scanner("/after", common::ScanSpec::default())
-        .expect("scan");
-    assert!(sc.next_cell().expect("next").is_some());
+    one_cell_round_trip(&admin, "/after");
     admin.drop_table("/after").expect("drop");
     assert!(
         recovered_in < Duration::from_secs(30),
@@ -937,14 +930,23 @@ fn ddl_waits_out_a_stalled_range_server() {
     });
     eprintln!("create table answered after {took:?} (METADATA's server {name} stopped for 6 s)");
     assert_eq!(created.name, "/after_stall");
-    let mut m = client.mutator("/after_stall").expect("mutator");
+    one_cell_round_trip(&client, "/after_stall");
+}
+
+/// Writes one cell into `table` (its first family) and reads it back.
+fn one_cell_round_trip(client: &ClusterClient, table: &str) {
+    let mut m = client.mutator(table).expect("mutator");
     m.set(common::Mutation::insert("r", 1, "", "v"))
         .expect("set");
     m.flush().expect("flush");
     let mut sc = client
-        .scanner("/after_stall", common::ScanSpec::default())
+        .scanner(table, common::ScanSpec::default())
         .expect("scanner");
-    assert_eq!(sc.next_cell().expect("scan").expect("a cell").value, b"v");
+    let cell = sc.next_cell().expect("scan").expect("a cell");
+    assert_eq!(
+        (cell.key.row.as_slice(), cell.value.as_slice()),
+        (&b"r"[..], &b"v"[..])
+    );
 }
 
 #[test]

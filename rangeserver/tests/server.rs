@@ -53,6 +53,15 @@ impl Fixture {
         }
     }
 
+    /// Makes table 1 (`schema(1)`) with one range holding every row, as the master would;
+    /// returns the master's connection and a client's.
+    async fn with_table_one(&self) -> (RangeServerClient, RangeServerClient) {
+        let admin = self.client("master").await;
+        admin.create_table(&schema(1)).await.expect("create_table");
+        admin.load_range(1, None, None).await.expect("load_range");
+        (admin, self.client("client").await)
+    }
+
     async fn client(&self, name: &str) -> RangeServerClient {
         let creds = ClusterCredentials::load(self.dir.path(), name).expect("load");
         RangeServerClient::connect(self.addr, &creds)
@@ -149,12 +158,7 @@ proptest! {
         )
         .expect("open model");
         model.create_table(schema(1)).expect("model table");
-        let (admin, data) = rt.block_on(async {
-            let admin = fx.client("master").await;
-            admin.create_table(&schema(1)).await.expect("create_table");
-            admin.load_range(1, None, None).await.expect("load_range");
-            (admin, fx.client("client").await)
-        });
+        let (admin, data) = rt.block_on(fx.with_table_one());
         for batch in &batches {
             let muts: Vec<Mutation> = batch.iter().map(mutation).collect();
             rt.block_on(data.update(1, &muts)).expect("update");
@@ -270,10 +274,7 @@ async fn a_scan_of_100k_cells_streams_in_bounded_blocks_and_can_be_abandoned() {
         ..RangeServerOptions::default()
     };
     let fx = Fixture::start(options).await;
-    let admin = fx.client("master").await;
-    admin.create_table(&schema(1)).await.expect("create_table");
-    admin.load_range(1, None, None).await.expect("load_range");
-    let data = fx.client("client").await;
+    let (_admin, data) = fx.with_table_one().await;
     const N: usize = 100_000;
     for chunk in (0..N).collect::<Vec<_>>().chunks(10_000) {
         let batch: Vec<Mutation> = chunk
@@ -336,10 +337,7 @@ async fn a_scan_whose_client_stops_reading_is_abandoned_and_frees_its_slot() {
         ..RangeServerOptions::default()
     };
     let fx = Fixture::start(options).await;
-    let admin = fx.client("master").await;
-    admin.create_table(&schema(1)).await.expect("create_table");
-    admin.load_range(1, None, None).await.expect("load_range");
-    let data = fx.client("client").await;
+    let (_admin, data) = fx.with_table_one().await;
     let batch: Vec<Mutation> = (0..50_000)
         .map(|i| Mutation::insert(format!("row{i:06}"), 1, "q", "x".repeat(100)))
         .collect();

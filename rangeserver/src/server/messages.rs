@@ -241,18 +241,6 @@ pub fn encode_scan_cell(key: &KeyRef<'_>, value: &[u8], out: &mut Vec<u8>) {
     }
 }
 
-/// Reads `count` packed scan cells ([`encode_scan_cell`]) from `buf`. A malformed buffer is an
-/// error naming the cell and byte offset, and nothing is returned.
-pub fn decode_scan_cells(buf: &[u8], count: u32) -> Result<Vec<Cell>, String> {
-    let mut cells = PackedCells::new(bytes::Bytes::copy_from_slice(buf), count);
-    // Every cell takes at least 21 bytes, so a lying count cannot make a huge allocation.
-    let mut out = Vec::with_capacity((count as usize).min(buf.len() / 21 + 1));
-    while let Some(c) = cells.next_ref()? {
-        out.push(c.to_cell());
-    }
-    Ok(out)
-}
-
 /// A packed scan cell, borrowed from its message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ScanCellRef<'a> {
@@ -926,6 +914,18 @@ mod tests {
             prop_assert!(refused(buf, count - 1));
         }
         Ok(())
+    }
+
+    /// Reads `count` packed scan cells ([`encode_scan_cell`]) from `buf`. A malformed buffer is an
+    /// error naming the cell and byte offset, and nothing is returned.
+    fn decode_scan_cells(buf: &[u8], count: u32) -> Result<Vec<Cell>, String> {
+        let mut cells = PackedCells::new(bytes::Bytes::copy_from_slice(buf), count);
+        // Every cell takes at least 21 bytes, so a lying count cannot make a huge allocation.
+        let mut out = Vec::with_capacity((count as usize).min(buf.len() / 21 + 1));
+        while let Some(c) = cells.next_ref()? {
+            out.push(c.to_cell());
+        }
+        Ok(out)
     }
 
     fn scan_cell() -> impl Strategy<Value = Cell> {
