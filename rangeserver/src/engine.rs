@@ -24,7 +24,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use crate::block_cache::BlockCache;
 use crate::cellcache::CellCache;
 use crate::cellstore::CellStore;
-use crate::commitlog::{CommitLog, CommitLogOptions};
+use crate::commitlog::{CommitLog, CommitLogOptions, LogRecord, Recorder};
 use crate::error::{Error, Result};
 use crate::iter::CellIter;
 use crate::maintenance;
@@ -203,7 +203,8 @@ pub(crate) struct Inner {
     pub tables: RwLock<HashMap<u32, Arc<TableInfo>>>,
     pub ranges: RwLock<RangeMap>,
     pub log: CommitLog,
-    pub meta: Mutex<MetaLog>,
+    /// Shared with the commit log's writer thread, which records its fragments here.
+    pub meta: Arc<Mutex<MetaLog>>,
     /// Shared by appliers, exclusive for freezes and range swaps.
     pub gate: RwLock<()>,
     last_revision: Mutex<i64>,
@@ -458,17 +459,36 @@ impl Engine {
     ) -> Result<Self> {
         let bfs = BlockingFs::new(fs, rt);
         bfs.mkdirs(root)?;
-        let meta = MetaLog::open(bfs.clone(), &join(root, "meta"))?;
-        let log = CommitLog::open(bfs.clone(), &join(root, "log"), opts.commit_log.clone())?;
+        // A root that holds tables or a commit log is not a new database, whatever became of
+        // its meta log: opening it empty would lose (and later garbage-collect) everything.
+        let holds_data = root_holds_data(&bfs, root)?;
+        let meta = MetaLog::open(bfs.clone(), &join(root, "meta"), !holds_data)?;
+        let meta = Arc::new(Mutex::new(meta));
+        let track = meta.lock().state().log.clone();
+        let recorder: Recorder = {
+            let meta = meta.clone();
+            Arc::new(move |r: &LogRecord| meta.lock().write(vec![MetaOp::Log(r.clone())]))
+        };
+        let log = CommitLog::open_tracked(
+            bfs.clone(),
+            &join(root, "log"),
+            opts.commit_log.clone(),
+            track.clone(),
+            Some(recorder),
+        )?;
+        if track.is_none() {
+            // A log from before fragments were recorded: record what is there now.
+            meta.lock().write(vec![MetaOp::Log(log.current_record())])?;
+        }
         let block_cache = BlockCache::new(opts.block_cache_bytes);
-        let state = meta.state().clone();
+        let state = meta.lock().state().clone();
         let inner = Arc::new(Inner {
             fs: bfs,
             root: root.to_string(),
             tables: RwLock::new(HashMap::new()),
             ranges: RwLock::new(BTreeMap::new()),
             log,
-            meta: Mutex::new(meta),
+            meta,
             gate: RwLock::new(()),
             last_revision: Mutex::new(i64::MIN + 1),
             block_cache,
@@ -571,12 +591,7 @@ impl Engine {
             inner.observe_revision(max_rev);
         }
         inner.counters.replayed.store(replayed, Ordering::Relaxed);
-        if stats.torn_blocks > 0 {
-            tracing::warn!(
-                torn_blocks = stats.torn_blocks,
-                "commit log replay skipped torn blocks"
-            );
-        }
+
         tracing::info!(
             cells = replayed,
             entries = stats.entries,
@@ -717,6 +732,11 @@ impl Engine {
         inner.meta.lock().write(ops)?;
         let info = TableInfo::new(schema);
         let table_id = info.schema.id;
+        // Its directory marks the root as holding a table even before any cell store exists,
+        // so a lost meta log is never taken for a new database (`root_holds_data`).
+        inner
+            .fs
+            .mkdirs(&join(&inner.tables_dir(), &table_id.to_string()))?;
         let mut built = Vec::new();
         for rec in &recs {
             built.push((rec, inner.build_range(rec, &info, &mut HashMap::new())?));
@@ -1348,6 +1368,19 @@ impl Engine {
         self.inner.meta.lock().close()?;
         Ok(())
     }
+}
+
+/// True if `root` holds cell-store directories or commit-log files.
+fn root_holds_data(fs: &BlockingFs, root: &str) -> Result<bool> {
+    for dir in ["tables", "log"] {
+        match fs.readdir(&join(root, dir)) {
+            Ok(entries) if !entries.is_empty() => return Ok(true),
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(false)
 }
 
 fn range_info(r: &Range) -> RangeInfo {

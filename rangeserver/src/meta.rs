@@ -12,6 +12,7 @@ use common::TableSchema;
 use dfs_broker::{AppendFlag, BlockingFs, BlockingWriter, join};
 use serde::{Deserialize, Serialize};
 
+use crate::commitlog::{LogRecord, LogTrack};
 use crate::error::{Error, Result};
 
 const FILE_MAGIC: &[u8; 8] = b"HTMETA\x00\x01";
@@ -74,6 +75,10 @@ pub enum MetaOp {
     /// The record an unload of a range returned, kept (per table and end row, the latest) so
     /// that a repeated `unload_range` whose first answer was lost returns it again.
     Unloaded(RangeRecord),
+    /// The commit log's fragments: where they start, where closed ones end, the highest
+    /// created (docs/formats/commitlog.md "Replay rules"), so that a missing, truncated or
+    /// damaged fragment is an error rather than a torn tail.
+    Log(LogRecord),
 }
 
 /// The state the meta log describes.
@@ -91,6 +96,8 @@ pub struct MetaState {
     pub dropped_tables: BTreeSet<u32>,
     /// The last record unloaded per (table, end row), for repeated unloads.
     pub unloaded: BTreeMap<(u32, Option<Vec<u8>>), RangeRecord>,
+    /// The commit log's fragments; `None` for a log written before they were recorded.
+    pub log: Option<LogTrack>,
 }
 
 impl MetaState {
@@ -139,6 +146,7 @@ impl MetaState {
                 self.unloaded
                     .insert((r.table_id, r.end_row.clone()), r.clone());
             }
+            MetaOp::Log(r) => self.log.get_or_insert_default().apply(r),
         }
     }
 
@@ -171,6 +179,13 @@ impl MetaState {
             ops.push(MetaOp::DroppedTables(
                 self.dropped_tables.iter().copied().collect(),
             ));
+        }
+        if let Some(t) = &self.log {
+            ops.push(MetaOp::Log(LogRecord {
+                start: Some(t.start),
+                ends: t.ends.iter().map(|(&n, &e)| (n, e)).collect(),
+                created: t.created,
+            }));
         }
         ops
     }
@@ -205,7 +220,10 @@ fn encode_record(ops: &[MetaOp]) -> Vec<u8> {
 }
 
 /// Reads one meta-log file: its records, and whether it ends in a complete snapshot or is file 0.
-fn read_file(fs: &BlockingFs, path: &str) -> Result<(Vec<Vec<MetaOp>>, bool)> {
+/// Only in the newest file (`newest`) may the last record be torn (a crash while appending it,
+/// never acknowledged): it is ignored with a warning that says how many bytes were cut. Any
+/// other damage is an error naming the file and offset.
+fn read_file(fs: &BlockingFs, path: &str, newest: bool) -> Result<(Vec<Vec<MetaOp>>, bool)> {
     let len = fs.length(path)?;
     let data = if len == 0 {
         Vec::new()
@@ -216,7 +234,7 @@ fn read_file(fs: &BlockingFs, path: &str) -> Result<(Vec<Vec<MetaOp>>, bool)> {
         return Err(Error::Corrupt {
             file: path.into(),
             offset: 0,
-            msg: "meta log file header is incomplete".into(),
+            msg: format!("meta log file header is incomplete ({} bytes)", data.len()),
         });
     }
     if &data[..8] != FILE_MAGIC {
@@ -245,15 +263,27 @@ fn read_file(fs: &BlockingFs, path: &str) -> Result<(Vec<Vec<MetaOp>>, bool)> {
     let mut snapshot_end = false;
     let mut off = FILE_HEADER_LEN;
     while off < data.len() {
-        let torn = |what: &str| {
+        let torn = |what: &str| -> Result<()> {
+            let cut = data.len() - off;
+            if !newest {
+                return Err(Error::Corrupt {
+                    file: path.into(),
+                    offset: off as u64,
+                    msg: format!(
+                        "meta log record is damaged ({what}) in a file a newer one followed"
+                    ),
+                });
+            }
             tracing::warn!(
                 file = path,
                 offset = off,
-                "meta log: torn last record ({what}), ignored"
+                cut_bytes = cut,
+                "meta log: torn last record ({what}) ignored: {cut} bytes cut"
             );
+            Ok(())
         };
         if data.len() - off < RECORD_HEADER_LEN {
-            torn("short header");
+            torn("short header")?;
             break;
         }
         let n = u32::from_le_bytes(data[off..off + 4].try_into().expect("4 bytes"));
@@ -261,13 +291,13 @@ fn read_file(fs: &BlockingFs, path: &str) -> Result<(Vec<Vec<MetaOp>>, bool)> {
         let end = off + RECORD_HEADER_LEN + n as usize;
         if n > MAX_RECORD_BYTES || end > data.len() {
             // Only the last record may be incomplete (a crash while appending it).
-            torn("short payload");
+            torn("short payload")?;
             break;
         }
         let payload = &data[off + RECORD_HEADER_LEN..end];
         if crc32c::crc32c(payload) != crc {
             if end == data.len() {
-                torn("checksum");
+                torn("checksum")?;
                 break;
             }
             return Err(Error::Checksum {
@@ -302,30 +332,72 @@ fn file_numbers(fs: &BlockingFs, dir: &str) -> Result<Vec<u64>> {
     Ok(numbers)
 }
 
-/// Reads the state of the meta log in `dir` without changing anything: the highest file that
-/// is complete (ends a snapshot, or is file 0). Returns its number, the state and its number of
-/// records; `None` if `dir` holds no meta-log file.
+/// Reads the state of the meta log in `dir` without changing anything: the newest file if it
+/// ends a snapshot (or is file 0); if it is a snapshot that a crash interrupted (at most the
+/// snapshot's own record, no `SnapshotEnd`), the file before it, which then still counts.
+/// Returns its number, the state and its number of records; `None` if `dir` holds no meta-log
+/// file, or only the remains of an interrupted first snapshot. Anything else that does not read
+/// is an error naming the file: a damaged newest file never falls back to an older one.
 fn load(fs: &BlockingFs, dir: &str) -> Result<Option<(u64, MetaState, u64)>> {
-    for &n in file_numbers(fs, dir)?.iter().rev() {
-        let path = join(dir, &format!("meta.{n}"));
-        match read_file(fs, &path) {
-            Ok((records, complete)) if complete || n == 0 => {
-                let mut state = MetaState::default();
-                for ops in &records {
-                    for op in ops {
-                        state.apply(op);
-                    }
-                }
-                return Ok(Some((n, state, records.len() as u64)));
-            }
-            Ok(_) => tracing::warn!(file = path, "meta log: incomplete snapshot ignored"),
-            Err(e) if n > 0 => {
-                tracing::warn!(file = path, error = %e, "meta log: unreadable snapshot ignored")
-            }
-            Err(e) => return Err(e),
+    let numbers = file_numbers(fs, dir)?;
+    let Some((&newest, older)) = numbers.split_last() else {
+        return Ok(None);
+    };
+    let path = join(dir, &format!("meta.{newest}"));
+    // A file shorter than its header is a snapshot interrupted right after its create.
+    let header_torn = newest > 0 && fs.length(&path)? < FILE_HEADER_LEN as u64;
+    let (records, complete) = if header_torn {
+        (Vec::new(), false)
+    } else {
+        read_file(fs, &path, true)?
+    };
+    let (n, records) = if complete || newest == 0 {
+        (newest, records)
+    } else if records.len() > 1 {
+        return Err(Error::Corrupt {
+            file: path,
+            offset: 0,
+            msg: format!(
+                "meta log file holds {} records but no complete snapshot",
+                records.len()
+            ),
+        });
+    } else if let Some(&prev) = older.last() {
+        (prev, read_older(fs, dir, prev, &path)?)
+    } else {
+        tracing::warn!(file = path, "meta log: interrupted first snapshot ignored");
+        return Ok(None);
+    };
+    let mut state = MetaState::default();
+    for ops in &records {
+        for op in ops {
+            state.apply(op);
         }
     }
-    Ok(None)
+    Ok(Some((n, state, records.len() as u64)))
+}
+
+/// Reads file `prev`, which counts because the newer `interrupted` snapshot never completed.
+fn read_older(
+    fs: &BlockingFs,
+    dir: &str,
+    prev: u64,
+    interrupted: &str,
+) -> Result<Vec<Vec<MetaOp>>> {
+    let path = join(dir, &format!("meta.{prev}"));
+    let (records, complete) = read_file(fs, &path, false)?;
+    if !complete && prev > 0 {
+        return Err(Error::Corrupt {
+            file: path,
+            offset: 0,
+            msg: "meta log file ends no snapshot, and the newer one is incomplete".into(),
+        });
+    }
+    tracing::warn!(
+        file = interrupted,
+        "meta log: interrupted snapshot ignored; the previous file counts"
+    );
+    Ok(records)
 }
 
 /// Reads another engine's meta log in `dir` (a dead server's `<root>/meta`) without writing,
@@ -351,12 +423,24 @@ pub fn read_state(fs: &BlockingFs, dir: &str) -> Result<MetaState> {
 }
 
 impl MetaLog {
-    /// Opens the meta log in `dir`, creating it if absent, and returns it with the state it holds.
-    pub fn open(fs: BlockingFs, dir: &str) -> Result<Self> {
+    /// Opens the meta log in `dir` and returns it with the state it holds. Only with
+    /// `may_create` does a directory without a meta log start an empty one: the caller says
+    /// whether the engine's root holds nothing else, since a lost meta log must never turn into
+    /// a new, empty database.
+    pub fn open(fs: BlockingFs, dir: &str, may_create: bool) -> Result<Self> {
         fs.mkdirs(dir)?;
         let (number, state, records) = match load(&fs, dir)? {
             Some((n, state, records)) => (n, state, records),
-            None => (0, MetaState::default(), 0),
+            None if may_create => (0, MetaState::default(), 0),
+            None => {
+                return Err(Error::Corrupt {
+                    file: join(dir, "meta.<N>"),
+                    offset: 0,
+                    msg: "no meta log, but the engine's root holds tables or a commit log: \
+                          refusing to open it as a new database"
+                        .into(),
+                });
+            }
         };
         // Rewrite into a fresh file: that drops any torn tail and leftover files.
         let mut log = Self {
@@ -383,7 +467,12 @@ impl MetaLog {
         let mut data = file_header();
         data.extend_from_slice(&encode_record(&state.snapshot_ops()));
         data.extend_from_slice(&encode_record(&[MetaOp::SnapshotEnd]));
-        w.append(&data, AppendFlag::Sync)?;
+        if let Err(e) = w.append(&data, AppendFlag::Sync) {
+            // Leave no partial file behind (the older file still counts).
+            let _ = w.close();
+            let _ = fs.remove(&path);
+            return Err(e.into());
+        }
         Ok(w)
     }
 

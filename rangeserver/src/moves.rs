@@ -494,7 +494,9 @@ fn replay_into(
     let mut cells = 0u64;
     let mut max_rev = i64::MIN;
     let started = Instant::now();
-    let stats = CommitLog::replay_dir(&inner.fs, &dir, |entry| {
+    // The dead server's record of its fragments makes a missing or damaged one an error.
+    let track = crate::meta::read_state(&inner.fs, &join(dead_root, "meta"))?.log;
+    let stats = CommitLog::replay_dir(&inner.fs, &dir, track.as_ref(), |entry| {
         let (table, log_cells) = decode_log_entry(entry).ok_or_else(|| Error::Corrupt {
             file: dir.clone(),
             offset: 0,

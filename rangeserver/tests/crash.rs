@@ -249,8 +249,11 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-/// Cuts the last commit-log fragment at many offsets (and appends garbage to it): the engine must
-/// open, and what it recovers must be the first k batches, each whole, for some k.
+/// Cuts the last commit-log fragment of an engine that did not close (a copy taken while it
+/// ran, as a kill -9 leaves it) at many offsets (and appends garbage to it): the engine must
+/// open, and what it recovers must be the first k batches, each whole, for some k. The same cuts
+/// of a cleanly closed engine's fragment (whose end the meta log recorded) must be refused,
+/// naming the fragment: that is damage, not a torn tail.
 #[test]
 fn torn_log_tail_loses_only_a_suffix_of_batches() {
     let rt = tokio::runtime::Runtime::new().expect("runtime");
@@ -287,8 +290,12 @@ fn torn_log_tail_loses_only_a_suffix_of_batches() {
         batches.push((seq, seq + n - 1));
         seq += n;
     }
+    // Durability flush: every batch is in the kernel, so a copy now is what kill -9 leaves.
+    let crashed = tempfile::tempdir().expect("tempdir");
+    copy_dir(src.path(), crashed.path());
     e.close().expect("close");
     drop(e);
+    let (src, closed) = (crashed, src);
 
     let log_dir = src.path().join("ht").join("log");
     let last = std::fs::read_dir(&log_dir)
@@ -368,5 +375,23 @@ fn torn_log_tail_loses_only_a_suffix_of_batches() {
             assert_eq!(n, seq, "nothing may be lost when the fragment is whole");
         }
         e.close().expect("close");
+        if cut.is_some_and(|c| c < len) {
+            let dst = tempfile::tempdir().expect("tempdir");
+            copy_dir(closed.path(), dst.path());
+            let frag = dst.path().join("ht").join("log").join(last.to_string());
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&frag)
+                .expect("open fragment");
+            f.set_len(cut.expect("a cut")).expect("truncate");
+            let fs = Arc::new(LocalFs::new(dst.path()).expect("local fs"));
+            let err = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone())
+                .err()
+                .unwrap_or_else(|| panic!("a closed fragment cut at {cut:?} of {len} opened"));
+            assert!(
+                err.to_string().contains(&format!("/ht/log/{last}")),
+                "cut {cut:?}: the error names the fragment: {err}"
+            );
+        }
     }
 }

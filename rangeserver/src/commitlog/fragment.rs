@@ -123,6 +123,16 @@ impl Window {
 /// Called with each entry a replay reads.
 pub type EntryVisitor<'a> = dyn FnMut(&[u8]) -> Result<()> + 'a;
 
+/// Where a fragment's valid data may end (docs/formats/commitlog.md "Replay rules").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tail {
+    /// Its end is known (recorded when it was closed, or when an open accepted its torn
+    /// tail): everything before it must be whole, and bytes after it are not read.
+    End(u64),
+    /// The newest fragment of a process that did not close it: its last write may be torn.
+    MayTear,
+}
+
 /// What a scan of one fragment found.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FragmentScan {
@@ -132,36 +142,64 @@ pub struct FragmentScan {
     pub entry_bytes: u64,
     pub torn_blocks: u64,
     pub max_revision: i64,
+    /// Where the last whole block ends (the fragment's length as far as replay is concerned).
+    pub valid_end: u64,
 }
 
 /// Reads fragment `number` at `path` block by block. With `visit`, checks every payload and
 /// calls `visit` with each entry; without, reads only block headers (payload checksums are not
-/// checked). Applies the torn-tail rule of docs/formats/commitlog.md.
+/// checked). Only a [`Tail::MayTear`] fragment may end in a torn block; with [`Tail::End`],
+/// anything short of whole blocks up to that end is an error naming the file and offset.
 pub fn scan(
     fs: &BlockingFs,
     path: &str,
     number: u64,
+    tail: Tail,
     mut visit: Option<&mut EntryVisitor<'_>>,
 ) -> Result<FragmentScan> {
     let reader = fs.open(path)?;
-    let len = reader.length()?;
+    let file_len = reader.length()?;
+    let len = match tail {
+        Tail::End(end) if file_len < end => {
+            return Err(Error::Corrupt {
+                file: path.to_string(),
+                offset: file_len,
+                msg: format!(
+                    "commit-log fragment is truncated: {file_len} bytes, but it was closed at {end}"
+                ),
+            });
+        }
+        Tail::End(end) => end,
+        Tail::MayTear => file_len,
+    };
     let mut st = FragmentScan {
         len,
         max_revision: i64::MIN,
         ..FragmentScan::default()
     };
+    let may_tear = tail == Tail::MayTear;
     if len == 0 {
-        tracing::warn!(
-            file = path,
-            "empty commit-log fragment (crash right after it was created)"
-        );
+        if may_tear {
+            tracing::warn!(
+                file = path,
+                "empty commit-log fragment (crash right after it was created)"
+            );
+        }
         return Ok(st);
     }
     if len < FRAGMENT_HEADER_BYTES as u64 {
+        if !may_tear {
+            return Err(Error::Corrupt {
+                file: path.to_string(),
+                offset: 0,
+                msg: format!("commit-log fragment header is incomplete ({len} bytes)"),
+            });
+        }
         tracing::warn!(
             file = path,
             offset = 0,
-            "torn commit-log fragment header skipped"
+            cut_bytes = len,
+            "torn commit-log fragment header cut ({len} bytes)"
         );
         st.torn_blocks = 1;
         return Ok(st);
@@ -181,20 +219,34 @@ pub fn scan(
         });
     }
     let mut off = FRAGMENT_HEADER_BYTES as u64;
+    st.valid_end = off;
     let mut unpacked = Vec::new();
-    let torn = |st: &mut FragmentScan, off: u64, why: &str| {
+    // A torn block ends the newest fragment of a crashed process; anywhere else it is damage.
+    let torn = |st: &mut FragmentScan, off: u64, why: &str| -> Result<()> {
+        if !may_tear {
+            return Err(Error::Corrupt {
+                file: path.to_string(),
+                offset: off,
+                msg: format!(
+                    "commit-log block is damaged ({why}) before the fragment's recorded end {len}"
+                ),
+            });
+        }
+        let cut = len - off;
         tracing::warn!(
             file = path,
             fragment = number,
             offset = off,
+            cut_bytes = cut,
             why,
-            "torn commit-log block at the end of a fragment skipped"
+            "torn commit-log block at the end of the newest fragment: {cut} bytes cut"
         );
         st.torn_blocks += 1;
+        Ok(())
     };
     while off < len {
         if len - off < BLOCK_HEADER_BYTES as u64 {
-            torn(&mut st, off, "incomplete header");
+            torn(&mut st, off, "incomplete header")?;
             break;
         }
         let h = match BlockHeader::decode(w.get(off, BLOCK_HEADER_BYTES)?) {
@@ -207,7 +259,7 @@ pub fn scan(
                         what: "commit-log block header (valid blocks follow it)".into(),
                     });
                 }
-                torn(&mut st, off, "bad header checksum");
+                torn(&mut st, off, "bad header checksum")?;
                 break;
             }
             Err(HeaderProblem::Version(v)) => {
@@ -226,7 +278,7 @@ pub fn scan(
         };
         let end = off + h.block_len();
         if end > len {
-            torn(&mut st, off, "incomplete payload");
+            torn(&mut st, off, "incomplete payload")?;
             break;
         }
         if let Some(visit) = visit.as_deref_mut() {
@@ -239,7 +291,7 @@ pub fn scan(
                         what: "commit-log block payload (valid blocks follow it)".into(),
                     });
                 }
-                torn(&mut st, off, "bad payload checksum");
+                torn(&mut st, off, "bad payload checksum")?;
                 break;
             }
             let corrupt = |msg: &str| Error::Corrupt {
@@ -263,6 +315,7 @@ pub fn scan(
         st.entries += u64::from(h.entries);
         st.max_revision = st.max_revision.max(h.max_revision);
         off = end;
+        st.valid_end = off;
     }
     Ok(st)
 }

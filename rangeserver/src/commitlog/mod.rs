@@ -3,10 +3,12 @@
 //! [`CommitLog`] appends entries with group commit: appenders queue their entry and wait; one
 //! writer thread turns everything queued into one block and one `append` call with the strongest
 //! durability asked for. [`replay`] and [`CommitLog::replay_existing`] read the entries back,
-//! skipping a torn block at the end of a fragment and refusing corruption anywhere else.
+//! cutting a torn block only at the end of the newest fragment and refusing damage, truncation
+//! and missing fragments anywhere else ([`plan`]).
 
 pub(crate) mod block;
 mod fragment;
+mod plan;
 mod writer;
 
 use std::sync::Arc;
@@ -18,10 +20,11 @@ use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
 use crate::{Error, Result};
-use fragment::FRAGMENT_HEADER_BYTES;
-use writer::{Fragments, Shared, Writer};
+use fragment::Tail;
+use writer::{Cur, Fragments, Shared, Writer};
 
 pub use block::{BLOCK_HEADER_BYTES, MAX_PAYLOAD_BYTES};
+pub use plan::{LogRecord, LogTrack, Recorder};
 
 /// Tuning of a [`CommitLog`].
 #[derive(Debug, Clone)]
@@ -63,8 +66,10 @@ pub struct ReplayStats {
     pub fragments: u64,
     pub blocks: u64,
     pub entries: u64,
-    /// Incomplete or damaged blocks at the end of a fragment that were skipped.
+    /// Incomplete or damaged blocks at the end of the newest fragment that were cut.
     pub torn_blocks: u64,
+    /// Bytes cut with them.
+    pub cut_bytes: u64,
     /// Sum of the lengths of the entries delivered.
     pub bytes: u64,
 }
@@ -75,6 +80,9 @@ pub struct CommitLog {
     fs: BlockingFs,
     /// Fragments numbered below this existed when the log was opened.
     first_new: u64,
+    /// How far each fragment that existed at open is read (its end, checked at open).
+    ends: Vec<(u64, u64)>,
+    recorder: Option<Recorder>,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -97,10 +105,25 @@ fn append_flag(d: Durability) -> AppendFlag {
 }
 
 impl CommitLog {
-    /// Opens (creating) the log directory. Existing fragments are left for `replay`; new appends
-    /// go to a new fragment numbered after the highest existing one. Scans the existing
-    /// fragments' block headers (not payloads) to learn each fragment's max revision, for `purge`.
+    /// Opens (creating) the log directory without a record of its fragments: they must be
+    /// numbered without gaps and only the highest may end torn. See [`open_tracked`](Self::open_tracked).
     pub fn open(fs: BlockingFs, dir: &str, opts: CommitLogOptions) -> Result<Self> {
+        Self::open_tracked(fs, dir, opts, None, None)
+    }
+
+    /// Opens (creating) the log directory. Existing fragments are checked against `track` (what
+    /// the owner recorded; see [`plan`]) and left for replay; the newest one's torn tail, if any,
+    /// is cut here with a warning. New appends go to a new fragment numbered after the highest
+    /// one, created by the first append. `recorder` is called, before the log acts, with every
+    /// change the owner must record: the first append's fragment (with the ends of the fragments
+    /// found here), each roll, the close, each purge.
+    pub fn open_tracked(
+        fs: BlockingFs,
+        dir: &str,
+        opts: CommitLogOptions,
+        track: Option<LogTrack>,
+        recorder: Option<Recorder>,
+    ) -> Result<Self> {
         if opts.max_block_bytes == 0 || opts.max_block_bytes > MAX_PAYLOAD_BYTES - 16 {
             return Err(Error::InvalidInput(format!(
                 "commit log {dir}: max_block_bytes must be in 1..={}",
@@ -108,34 +131,58 @@ impl CommitLog {
             )));
         }
         fs.mkdirs(dir)?;
+        let listed = fragment::list(&fs, dir)?;
+        let plan = plan::plan(dir, &listed, track.as_ref())?;
         let mut list = Vec::new();
-        for (number, len) in fragment::list(&fs, dir)? {
-            let path = dfs_broker::join(dir, &number.to_string());
-            let max_revision = match fragment::scan(&fs, &path, number, None) {
-                Ok(s) => s.max_revision,
-                Err(e) => {
-                    tracing::warn!(file = %path, error = %e, "commit-log fragment unreadable at open; purge will keep it");
-                    i64::MAX
-                }
-            };
+        for &n in &plan.leftovers {
+            // Purged, but not yet removed: every cell in it is flushed.
             list.push(FragmentInfo {
-                number,
-                size_bytes: len,
-                max_revision,
+                number: n,
+                size_bytes: listed.iter().find(|f| f.0 == n).map_or(0, |f| f.1),
+                max_revision: i64::MIN,
             });
         }
-        let first_new = match list.last() {
+        let mut ends = Vec::new();
+        for &(number, tail) in &plan.read {
+            let path = dfs_broker::join(dir, &number.to_string());
+            let s = match tail {
+                Tail::End(_) => fragment::scan(&fs, &path, number, tail, None)?,
+                // The one fragment that may be torn is read whole here, to know where it ends.
+                Tail::MayTear => fragment::scan(&fs, &path, number, tail, Some(&mut |_| Ok(())))?,
+            };
+            ends.push((number, s.valid_end));
+            list.push(FragmentInfo {
+                number,
+                size_bytes: s.valid_end,
+                max_revision: s.max_revision,
+            });
+        }
+        let highest = listed
+            .last()
+            .map(|f| f.0)
+            .max(track.as_ref().and_then(|t| t.created));
+        let first_new = match highest {
             None => 0,
-            Some(f) => f.number.checked_add(1).ok_or_else(|| {
+            Some(n) => n.checked_add(1).ok_or_else(|| {
                 Error::InvalidInput(format!("commit log {dir}: fragment numbers are exhausted"))
             })?,
         };
-        let w = writer::create_fragment(&fs, dir, first_new)?;
-        list.push(FragmentInfo {
-            number: first_new,
-            size_bytes: FRAGMENT_HEADER_BYTES as u64,
-            max_revision: i64::MIN,
-        });
+        // What the first append records before it creates its fragment: where every fragment
+        // found here ends (a torn tail cut now stays cut), and, for a log not tracked before,
+        // where its fragments start.
+        let recorded = track.as_ref().map(|t| &t.ends);
+        let record = LogRecord {
+            start: match &track {
+                Some(_) => None,
+                None => Some(listed.first().map_or(first_new, |f| f.0)),
+            },
+            ends: ends
+                .iter()
+                .copied()
+                .filter(|(n, e)| recorded.and_then(|r| r.get(n)) != Some(e))
+                .collect(),
+            created: Some(first_new),
+        };
         let shared = Arc::new(Shared::new(
             dir.to_string(),
             opts,
@@ -144,7 +191,15 @@ impl CommitLog {
                 current: first_new,
             },
         ));
-        let writer = Writer::new(shared.clone(), fs.clone(), first_new, w);
+        let writer = Writer::new(
+            shared.clone(),
+            fs.clone(),
+            Cur::Pending {
+                number: first_new,
+                record,
+            },
+            recorder.clone(),
+        );
         let thread = std::thread::Builder::new()
             .name("ht-commitlog".into())
             .spawn(move || writer.run())
@@ -157,6 +212,8 @@ impl CommitLog {
             shared,
             fs,
             first_new,
+            ends,
+            recorder,
             thread: Mutex::new(Some(thread)),
         })
     }
@@ -214,17 +271,31 @@ impl CommitLog {
         self.shared.wait(ticket)
     }
 
-    /// Removes every fragment other than the current one whose entries all have revision <=
-    /// `revision`. Returns how many it removed.
+    /// Removes the fragments, lowest first and other than the current one, whose entries all
+    /// have revision <= `revision` (stopping at the first that has a later one). Returns how
+    /// many it removed.
     pub fn purge(&self, revision: i64) -> Result<usize> {
+        // Only a prefix goes, so the fragments left are numbered without gaps; the new start is
+        // recorded first, so a crash part-way leaves only fragments that are known purged.
         let victims: Vec<FragmentInfo> = {
             let mut f = self.shared.frags.lock();
             let current = f.current;
-            let (victims, keep) = std::mem::take(&mut f.list)
-                .into_iter()
-                .partition(|i| i.number != current && i.max_revision <= revision);
-            f.list = keep;
-            victims
+            let n = f
+                .list
+                .iter()
+                .take_while(|i| i.number != current && i.max_revision <= revision)
+                .count();
+            if n == 0 {
+                return Ok(0);
+            }
+            if let Some(rec) = &self.recorder {
+                let start = f.list[n - 1].number + 1;
+                rec(&LogRecord {
+                    start: Some(start),
+                    ..LogRecord::default()
+                })?;
+            }
+            f.list.drain(..n).collect()
         };
         let mut removed = 0;
         let mut first_err = None;
@@ -255,28 +326,64 @@ impl CommitLog {
         self.shared.frags.lock().list.clone()
     }
 
+    /// What the log holds now, as a record that starts tracking it: its first fragment, the
+    /// ends of those it found at open, the highest number on disk.
+    pub fn current_record(&self) -> LogRecord {
+        let f = self.shared.frags.lock();
+        LogRecord {
+            start: Some(f.list.first().map_or(self.first_new, |i| i.number)),
+            ends: self.ends.clone(),
+            created: self.first_new.checked_sub(1),
+        }
+    }
+
     /// The number of the first fragment this log created; lower ones existed when it was opened.
     pub fn first_new_fragment(&self) -> u64 {
         self.first_new
     }
 
     /// Replays the fragments that existed when this log was opened (and have not been purged
-    /// since), like [`replay`].
-    pub fn replay_existing(&self, f: impl FnMut(&[u8]) -> Result<()>) -> Result<ReplayStats> {
-        let first_new = self.first_new;
-        replay_filtered(&self.fs, &self.shared.dir, |n| n < first_new, f)
+    /// since), each up to the end checked at open.
+    pub fn replay_existing(&self, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<ReplayStats> {
+        let present: Vec<u64> = self
+            .shared
+            .frags
+            .lock()
+            .list
+            .iter()
+            .map(|i| i.number)
+            .collect();
+        let mut stats = ReplayStats::default();
+        for &(number, end) in &self.ends {
+            if present.binary_search(&number).is_err() {
+                continue;
+            }
+            let path = dfs_broker::join(&self.shared.dir, &number.to_string());
+            let s = fragment::scan(&self.fs, &path, number, Tail::End(end), Some(&mut f))?;
+            stats.add(&s);
+        }
+        Ok(stats)
     }
 
     /// Reads every entry of the commit log in `dir` without opening it for appending: nothing
     /// is written, created, repaired or removed (recovery reads a dead server's log with this
-    /// while that server's files must stay as they are). Same checksum and torn-tail rules as
-    /// replay at open ([`replay`]).
+    /// while that server's files must stay as they are). `track` is what its owner recorded
+    /// (from its meta log); the rules are those of [`plan`], as at open.
     pub fn replay_dir(
         fs: &BlockingFs,
         dir: &str,
-        f: impl FnMut(&[u8]) -> Result<()>,
+        track: Option<&LogTrack>,
+        mut f: impl FnMut(&[u8]) -> Result<()>,
     ) -> Result<ReplayStats> {
-        replay(fs, dir, f)
+        let listed = fragment::list(fs, dir)?;
+        let plan = plan::plan(dir, &listed, track)?;
+        let mut stats = ReplayStats::default();
+        for (number, tail) in plan.read {
+            let path = dfs_broker::join(dir, &number.to_string());
+            let s = fragment::scan(fs, &path, number, tail, Some(&mut f))?;
+            stats.add(&s);
+        }
+        Ok(stats)
     }
 
     /// Flushes and syncs what is buffered and stops the writer thread. Further appends fail
@@ -311,34 +418,24 @@ impl Drop for CommitLog {
 }
 
 /// Reads every entry of every fragment in `dir`, in fragment-number then block order, calling
-/// `f` with each. Stops early and returns f's error if f fails. A torn block at the end of a
-/// fragment is skipped and counted; damage followed by valid blocks is an [`Error::Checksum`].
+/// `f` with each, for a log read without its owner's record: the fragments must be numbered
+/// without gaps and only the highest may end in a torn block (cut with a warning); any other
+/// damage is an error naming the file and offset. Stops early and returns f's error if f fails.
 pub fn replay(
     fs: &BlockingFs,
     dir: &str,
     f: impl FnMut(&[u8]) -> Result<()>,
 ) -> Result<ReplayStats> {
-    replay_filtered(fs, dir, |_| true, f)
+    CommitLog::replay_dir(fs, dir, None, f)
 }
 
-fn replay_filtered(
-    fs: &BlockingFs,
-    dir: &str,
-    want: impl Fn(u64) -> bool,
-    mut f: impl FnMut(&[u8]) -> Result<()>,
-) -> Result<ReplayStats> {
-    let mut stats = ReplayStats::default();
-    for (number, _) in fragment::list(fs, dir)? {
-        if !want(number) {
-            continue;
-        }
-        let path = dfs_broker::join(dir, &number.to_string());
-        let s = fragment::scan(fs, &path, number, Some(&mut f))?;
-        stats.fragments += 1;
-        stats.blocks += s.blocks;
-        stats.entries += s.entries;
-        stats.torn_blocks += s.torn_blocks;
-        stats.bytes += s.entry_bytes;
+impl ReplayStats {
+    fn add(&mut self, s: &fragment::FragmentScan) {
+        self.fragments += 1;
+        self.blocks += s.blocks;
+        self.entries += s.entries;
+        self.torn_blocks += s.torn_blocks;
+        self.cut_bytes += s.len - s.valid_end;
+        self.bytes += s.entry_bytes;
     }
-    Ok(stats)
 }

@@ -15,6 +15,7 @@ use tokio::sync::oneshot;
 
 use super::block::{BLOCK_HEADER_BYTES, put_entry, seal, varint_len};
 use super::fragment::{FRAGMENT_HEADER_BYTES, encode_header};
+use super::plan::{LogRecord, Recorder};
 use super::{CommitLogOptions, FragmentInfo};
 use crate::{Error, Result};
 
@@ -257,9 +258,22 @@ impl Shared {
 }
 
 /// The fragment being appended to.
-struct Current {
+pub(super) struct Current {
     number: u64,
     w: BlockingWriter,
+}
+
+/// The fragment the writer appends to.
+pub(super) enum Cur {
+    /// Not created yet: the first append creates it (so an open that writes nothing leaves no
+    /// file), after recording `record` (the ends of the fragments it found, and the new number).
+    Pending {
+        number: u64,
+        record: LogRecord,
+    },
+    Open(Current),
+    /// A roll failed: nothing can be appended any more.
+    Broken,
 }
 
 /// Creates fragment `number` in `dir` and writes its header.
@@ -273,19 +287,51 @@ pub(super) fn create_fragment(fs: &BlockingFs, dir: &str, number: u64) -> Result
 pub(super) struct Writer {
     shared: Arc<Shared>,
     fs: BlockingFs,
-    current: Option<Current>,
+    cur: Cur,
+    recorder: Option<Recorder>,
     /// Reused compression output buffer.
     scratch: Vec<u8>,
 }
 
 impl Writer {
-    pub fn new(shared: Arc<Shared>, fs: BlockingFs, number: u64, w: BlockingWriter) -> Self {
+    pub fn new(shared: Arc<Shared>, fs: BlockingFs, cur: Cur, recorder: Option<Recorder>) -> Self {
         Writer {
             shared,
             fs,
-            current: Some(Current { number, w }),
+            cur,
+            recorder,
             scratch: Vec::new(),
         }
+    }
+
+    fn record(&self, r: &LogRecord) -> std::result::Result<(), String> {
+        match &self.recorder {
+            Some(rec) => rec(r).map_err(|e| format!("recording commit-log fragments: {e}")),
+            None => Ok(()),
+        }
+    }
+
+    /// Creates fragment `number`, records it, and makes it current.
+    fn start_fragment(
+        &mut self,
+        number: u64,
+        record: &LogRecord,
+    ) -> std::result::Result<(), String> {
+        self.cur = Cur::Broken;
+        // Created, then recorded, then appended to: a crash between leaves an unrecorded file
+        // with at most a header, which the next open accepts (plan.rs).
+        let w = create_fragment(&self.fs, &self.shared.dir, number).map_err(|e| e.to_string())?;
+        self.record(record)?;
+        let mut f = self.shared.frags.lock();
+        f.list.push(FragmentInfo {
+            number,
+            size_bytes: FRAGMENT_HEADER_BYTES as u64,
+            max_revision: i64::MIN,
+        });
+        f.current = number;
+        drop(f);
+        self.cur = Cur::Open(Current { number, w });
+        Ok(())
     }
 
     pub fn run(mut self) {
@@ -333,14 +379,21 @@ impl Writer {
                     let _ = self.shared.complete(st, ticket, res.err());
                 }
                 Item::Close { ticket } => {
-                    let res = match self.current.take() {
-                        Some(mut c) if !failed => c.w.close().map_err(|e| e.to_string()),
-                        Some(mut c) => {
+                    let res = match std::mem::replace(&mut self.cur, Cur::Broken) {
+                        Cur::Open(mut c) if !failed => {
+                            c.w.close().map_err(|e| e.to_string()).and_then(|()| {
+                                self.record(&LogRecord {
+                                    ends: vec![(c.number, c.w.position())],
+                                    ..LogRecord::default()
+                                })
+                            })
+                        }
+                        Cur::Open(mut c) => {
                             // Best effort: the log already failed and reports that.
                             let _ = c.w.close();
                             Ok(())
                         }
-                        None => Ok(()),
+                        Cur::Pending { .. } | Cur::Broken => Ok(()),
                     };
                     let st = self.shared.state.lock();
                     let _ = self.shared.complete(st, ticket, res.err());
@@ -364,14 +417,16 @@ impl Writer {
     }
 
     fn over_size(&self) -> bool {
-        self.current
-            .as_ref()
-            .is_some_and(|c| c.w.position() >= self.shared.opts.fragment_size_bytes)
+        matches!(&self.cur, Cur::Open(c) if c.w.position() >= self.shared.opts.fragment_size_bytes)
     }
 
     /// Seals the batch into a block and appends it with one call.
     fn write_batch(&mut self, b: &mut Batch) -> std::result::Result<(), String> {
-        let Some(cur) = self.current.as_mut() else {
+        if let Cur::Pending { number, record } = &self.cur {
+            let (number, record) = (*number, record.clone());
+            self.start_fragment(number, &record)?;
+        }
+        let Cur::Open(cur) = &mut self.cur else {
             return Err("no current fragment (an earlier roll failed)".into());
         };
         let block = seal(
@@ -392,23 +447,28 @@ impl Writer {
         Ok(())
     }
 
-    /// Closes the current fragment (flushing and syncing it) and starts the next one.
+    /// Closes the current fragment (flushing and syncing it) and starts the next one, recording
+    /// the old one's end and the new number first. A log that has not written yet has nothing
+    /// to roll.
     fn roll(&mut self) -> std::result::Result<(), String> {
-        let Some(mut cur) = self.current.take() else {
-            return Err("no current fragment (an earlier roll failed)".into());
+        let mut cur = match std::mem::replace(&mut self.cur, Cur::Broken) {
+            Cur::Open(c) => c,
+            pending @ Cur::Pending { .. } => {
+                self.cur = pending;
+                return Ok(());
+            }
+            Cur::Broken => return Err("no current fragment (an earlier roll failed)".into()),
         };
         cur.w.close().map_err(|e| e.to_string())?;
         let number = cur.number + 1;
-        let w = create_fragment(&self.fs, &self.shared.dir, number).map_err(|e| e.to_string())?;
-        let mut f = self.shared.frags.lock();
-        f.list.push(FragmentInfo {
+        self.start_fragment(
             number,
-            size_bytes: FRAGMENT_HEADER_BYTES as u64,
-            max_revision: i64::MIN,
-        });
-        f.current = number;
-        drop(f);
-        self.current = Some(Current { number, w });
+            &LogRecord {
+                ends: vec![(cur.number, cur.w.position())],
+                created: Some(number),
+                start: None,
+            },
+        )?;
         tracing::debug!(dir = %self.shared.dir, fragment = number, "commit log rolled");
         Ok(())
     }
