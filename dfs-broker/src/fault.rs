@@ -401,6 +401,10 @@ impl FaultFs {
 
 #[async_trait]
 impl Fs for FaultFs {
+    fn lock_exclusive(&self, path: &str) -> FsResult<Option<crate::FsLock>> {
+        self.inner.lock_exclusive(path)
+    }
+
     async fn create(&self, path: &str, overwrite: bool) -> FsResult<Box<dyn FsWriter>> {
         self.shared.gate(FaultOp::Create, &[path]).await?;
         let inner = self.inner.create(path, overwrite).await?;

@@ -141,6 +141,31 @@ pub trait Fs: Send + Sync + 'static {
     async fn exists(&self, path: &str) -> FsResult<bool>;
     /// The URL naming this file system (`file:///data`, ...).
     fn url(&self) -> String;
+    /// Takes an exclusive lock named by the file `path` (created if missing), held until the
+    /// returned guard is dropped or the process dies, so that two processes never write one
+    /// store. A lock another holder has is [`FsError::Backend`] saying so. `Ok(None)`: this
+    /// backend has no locks (the object store, chunkfs, the broker: in a cluster, Hyperspace
+    /// locks keep writers apart).
+    fn lock_exclusive(&self, path: &str) -> FsResult<Option<FsLock>> {
+        let _ = path;
+        Ok(None)
+    }
+}
+
+/// A lock taken with [`Fs::lock_exclusive`]; dropping it releases the lock.
+pub struct FsLock(#[expect(dead_code, reason = "held only to be dropped")] Box<dyn Send + Sync>);
+
+impl FsLock {
+    /// Wraps whatever keeps the lock held.
+    pub fn new(held: impl Send + Sync + 'static) -> Self {
+        FsLock(Box::new(held))
+    }
+}
+
+impl std::fmt::Debug for FsLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FsLock")
+    }
 }
 
 /// A file open for appending. Dropping it without `close` loses what `append(None)` buffered.
@@ -339,6 +364,10 @@ impl BlockingFs {
 
     pub fn exists(&self, path: &str) -> FsResult<bool> {
         self.block_on(self.fs.exists(path))
+    }
+
+    pub fn lock_exclusive(&self, path: &str) -> FsResult<Option<FsLock>> {
+        self.fs.lock_exclusive(path)
     }
 }
 

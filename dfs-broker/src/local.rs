@@ -82,6 +82,33 @@ fn sync_dir(dir: &Path) {
 
 #[async_trait]
 impl Fs for LocalFs {
+    /// flock(2) on the file (`File::try_lock`): released by the kernel when the process dies,
+    /// so a crash never leaves a stale lock.
+    fn lock_exclusive(&self, path: &str) -> FsResult<Option<crate::FsLock>> {
+        let real = self.real("lock", path)?;
+        if let Some(parent) = real.parent() {
+            fs::create_dir_all(parent).map_err(|e| io_err("lock", path, e))?;
+        }
+        let file = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&real)
+            .map_err(|e| io_err("lock", path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(crate::FsLock::new(file))),
+            Err(fs::TryLockError::WouldBlock) => Err(FsError::Backend {
+                op: "lock",
+                path: path.to_string(),
+                msg: format!(
+                    "held by another process ({}): the store is in use",
+                    real.display()
+                ),
+            }),
+            Err(fs::TryLockError::Error(e)) => Err(io_err("lock", path, e)),
+        }
+    }
+
     async fn create(&self, path: &str, overwrite: bool) -> FsResult<Box<dyn FsWriter>> {
         let real = self.real("create", path)?;
         if let Some(parent) = real.parent() {

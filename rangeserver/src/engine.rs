@@ -222,6 +222,43 @@ pub(crate) struct Inner {
     /// Ranges taken out of the range map by `unload_range` whose caches are still being written
     /// out: the commit-log purge point must stay below their cells.
     pub unloading: Mutex<Vec<Arc<Range>>>,
+    /// Ranges whose cell stores could not be opened (damaged or missing), by table and end row:
+    /// they are not served (their rows answer with the damage), their cells stay in the commit
+    /// log and their files are never deleted. The rest of the engine works as usual.
+    pub damaged: RwLock<BTreeMap<(u32, RangeEnd), Damaged>>,
+    /// The store's single-writer lock (`<root>/LOCK`, where the backend has locks); released
+    /// by `close`.
+    store_lock: Mutex<Option<dfs_broker::FsLock>>,
+}
+
+/// A range that could not be opened, and why.
+#[derive(Debug, Clone)]
+pub struct Damaged {
+    pub rec: RangeRecord,
+    pub file: String,
+    pub offset: u64,
+    pub why: String,
+}
+
+impl Damaged {
+    /// The error its rows answer with.
+    pub fn error(&self) -> Error {
+        Error::Corrupt {
+            file: self.file.clone(),
+            offset: self.offset,
+            msg: format!(
+                "range {} of table {} cannot be served: {}",
+                self.rec.id, self.rec.table_id, self.why
+            ),
+        }
+    }
+
+    fn holds(&self, path: &str) -> bool {
+        self.rec
+            .groups
+            .iter()
+            .any(|g| g.stores.iter().any(|p| p == path))
+    }
 }
 
 impl Inner {
@@ -267,7 +304,21 @@ impl Inner {
     /// store adopted from another server, or shared with one after a split, is that server's)
     /// and was not handed to another engine with an unloaded range.
     pub fn may_delete(&self, path: &str) -> bool {
-        self.is_own(path) && !self.meta.lock().state().is_exported(path)
+        self.is_own(path)
+            && !self.meta.lock().state().is_exported(path)
+            && !self.damaged.read().values().any(|d| d.holds(path))
+    }
+
+    /// The error for `row` of `table` if it lies in a damaged range.
+    pub fn damage_at(&self, table: u32, row: &[u8]) -> Option<Error> {
+        let map = self.damaged.read();
+        map.range((
+            Bound::Excluded((table, RangeEnd::Row(row.to_vec()))),
+            Bound::Unbounded,
+        ))
+        .next()
+        .filter(|((t, _), d)| *t == table && d.rec.start_row.as_deref().is_none_or(|s| s <= row))
+        .map(|(_, d)| d.error())
     }
 
     /// The directory of a group's cell stores in a range.
@@ -459,6 +510,8 @@ impl Engine {
     ) -> Result<Self> {
         let bfs = BlockingFs::new(fs, rt);
         bfs.mkdirs(root)?;
+        // One writer per store: the lock lives with the files, not with whoever names them.
+        let store_lock = bfs.lock_exclusive(&join(root, "LOCK"))?;
         // A root that holds tables or a commit log is not a new database, whatever became of
         // its meta log: opening it empty would lose (and later garbage-collect) everything.
         let holds_data = root_holds_data(&bfs, root)?;
@@ -469,13 +522,23 @@ impl Engine {
             let meta = meta.clone();
             Arc::new(move |r: &LogRecord| meta.lock().write(vec![MetaOp::Log(r.clone())]))
         };
+        let torn_meta = meta.lock().torn_tail().map(str::to_string);
         let log = CommitLog::open_tracked(
             bfs.clone(),
             &join(root, "log"),
             opts.commit_log.clone(),
             track.clone(),
             Some(recorder),
-        )?;
+        )
+        .map_err(|e| match (e, torn_meta) {
+            // The record that would have explained the log may be the one cut as torn.
+            (Error::Corrupt { file, offset, msg }, Some(cut)) => Error::Corrupt {
+                file,
+                offset,
+                msg: format!("{msg} (the meta log's last record was cut as torn: {cut})"),
+            },
+            (e, _) => e,
+        })?;
         if track.is_none() {
             // A log from before fragments were recorded: record what is there now.
             meta.lock().write(vec![MetaOp::Log(log.current_record())])?;
@@ -501,6 +564,8 @@ impl Engine {
             gc_pending: Mutex::new(Vec::new()),
             next_range_id: AtomicU64::new(state.next_range_id.max(1)),
             unloading: Mutex::new(Vec::new()),
+            damaged: RwLock::new(BTreeMap::new()),
+            store_lock: Mutex::new(store_lock),
             opts,
         });
         // Tables and ranges.
@@ -518,7 +583,27 @@ impl Engine {
                 let Some(t) = tables.get(&rec.table_id) else {
                     continue;
                 };
-                let r = inner.build_range(rec, t, &mut open_stores)?;
+                let end = rec.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
+                let r = match inner.build_range(rec, t, &mut open_stores) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        let Some((file, offset, why)) = damage(&e) else {
+                            return Err(e);
+                        };
+                        tracing::error!(table = rec.table_id, range = rec.id, error = %e, "range not served: a cell store is damaged or missing");
+                        for g in &rec.groups {
+                            inner.observe_revision(g.flushed_revision);
+                        }
+                        let d = Damaged {
+                            rec: rec.clone(),
+                            file,
+                            offset,
+                            why,
+                        };
+                        inner.damaged.write().insert((rec.table_id, end), d);
+                        continue;
+                    }
+                };
                 // Revisions must stay above every revision a group counts as flushed, or replay
                 // would skip new cells: the clock alone may have stepped back, and a major
                 // compaction may have dropped every cell that carried the highest revision.
@@ -529,7 +614,6 @@ impl Engine {
                         inner.observe_revision(s.trailer().max_revision);
                     }
                 }
-                let end = rec.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
                 ranges.insert((rec.table_id, end), Arc::new(r));
             }
         }
@@ -611,6 +695,7 @@ impl Engine {
         let tables = self.inner.tables.read();
         // Files handed to other engines with unloaded ranges stay until the table is dropped.
         let exported = self.inner.meta.lock().state().exported.clone();
+        let damaged: Vec<Damaged> = self.inner.damaged.read().values().cloned().collect();
         for t in fs.readdir(&tdir)? {
             let tpath = join(&tdir, &t.name);
             let known = t
@@ -629,7 +714,11 @@ impl Engine {
                     let mut left = 0;
                     for f in fs.readdir(&rpath)? {
                         let p = join(&rpath, &f.name);
-                        if f.is_dir || referenced.contains_key(&p) || exported.contains_key(&p) {
+                        if f.is_dir
+                            || referenced.contains_key(&p)
+                            || exported.contains_key(&p)
+                            || damaged.iter().any(|d| d.holds(&p))
+                        {
                             left += 1;
                         } else {
                             tracing::info!(file = p, "removing orphaned cell store");
@@ -998,10 +1087,12 @@ impl Engine {
                 Some(r) if r.contains(m.row) => r.clone(),
                 _ => {
                     let r = Inner::find_range(&ranges, table_id, m.row).ok_or_else(|| {
-                        Error::NotHere {
-                            table_id,
-                            row: m.row.to_vec(),
-                        }
+                        inner
+                            .damage_at(table_id, m.row)
+                            .unwrap_or_else(|| Error::NotHere {
+                                table_id,
+                                row: m.row.to_vec(),
+                            })
                     })?;
                     last = Some(r.clone());
                     r
@@ -1167,7 +1258,12 @@ impl Engine {
             // A scan must not silently return part of its rows: every row it may touch must lie
             // in a range held here, or the caller learns which row is elsewhere.
             for interval in scanned_rows(spec) {
-                check_covered(&map, table_id, &interval)?;
+                check_covered(&map, table_id, &interval).map_err(|e| match e {
+                    Error::NotHere { table_id, row } => inner
+                        .damage_at(table_id, &row)
+                        .unwrap_or(Error::NotHere { table_id, row }),
+                    e => e,
+                })?;
             }
             match &only_row {
                 Some(row) => Inner::find_range(&map, table_id, row).into_iter().collect(),
@@ -1289,18 +1385,61 @@ impl Engine {
 
     /// The ranges of a table.
     pub fn ranges(&self, table_id: u32) -> Vec<RangeInfo> {
-        self.inner
+        let mut out: Vec<RangeInfo> = self
+            .inner
             .table_ranges(table_id)
             .iter()
             .map(|r| range_info(r))
-            .collect()
+            .collect();
+        out.extend(self.damaged_ranges(Some(table_id)));
+        out.sort_by(|a, b| match (&a.end_row, &b.end_row) {
+            (None, None) => std::cmp::Ordering::Equal,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (Some(x), Some(y)) => x.cmp(y),
+        });
+        out
     }
 
     /// The ranges of every table, by table and end row (the master polls this to learn about
     /// splits the engine made on its own).
     pub fn all_ranges(&self) -> Vec<RangeInfo> {
         let ranges: Vec<Arc<Range>> = self.inner.ranges.read().values().cloned().collect();
-        ranges.iter().map(|r| range_info(r)).collect()
+        let mut out: Vec<RangeInfo> = ranges.iter().map(|r| range_info(r)).collect();
+        out.extend(self.damaged_ranges(None));
+        out
+    }
+
+    /// Ranges held here that are not served because a cell store of theirs is damaged or
+    /// missing (listed so that their rows stay assigned here and answer with the damage).
+    fn damaged_ranges(&self, table: Option<u32>) -> Vec<RangeInfo> {
+        self.inner
+            .damaged
+            .read()
+            .values()
+            .filter(|d| table.is_none_or(|t| t == d.rec.table_id))
+            .map(|d| RangeInfo {
+                id: d.rec.id,
+                table_id: d.rec.table_id,
+                start_row: d.rec.start_row.clone(),
+                end_row: d.rec.end_row.clone(),
+                size_bytes: 0,
+                stores: d.rec.groups.iter().map(|g| g.stores.len()).sum(),
+                cache_bytes: 0,
+                cells_written: 0,
+                cells_read: 0,
+            })
+            .collect()
+    }
+
+    /// The errors of the ranges that are not served because of damage.
+    pub fn damaged(&self) -> Vec<Error> {
+        self.inner
+            .damaged
+            .read()
+            .values()
+            .map(Damaged::error)
+            .collect()
     }
 
     /// Waits until no maintenance task is queued or running.
@@ -1366,7 +1505,20 @@ impl Engine {
         }
         self.inner.log.close()?;
         self.inner.meta.lock().close()?;
+        self.inner.store_lock.lock().take();
         Ok(())
+    }
+}
+
+/// File, offset and reason if `e` says a file is damaged or missing (not a passing failure).
+fn damage(e: &Error) -> Option<(String, u64, String)> {
+    match e {
+        Error::Checksum { file, offset, .. } | Error::Corrupt { file, offset, .. } => {
+            Some((file.clone(), *offset, e.to_string()))
+        }
+        Error::UnsupportedVersion { file, .. } => Some((file.clone(), 0, e.to_string())),
+        Error::Fs(f) if f.is_not_found() => Some((String::new(), 0, e.to_string())),
+        _ => None,
     }
 }
 

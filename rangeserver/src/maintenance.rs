@@ -206,6 +206,12 @@ pub fn queue_flush(inner: &Inner, range: &Arc<Range>, group: usize) {
 /// nothing newer can be removed.
 pub fn purge_point(inner: &Inner) -> i64 {
     let mut oldest_unflushed = i64::MAX;
+    // A damaged range's unflushed cells live only in the log.
+    for d in inner.damaged.read().values() {
+        for g in &d.rec.groups {
+            oldest_unflushed = oldest_unflushed.min(g.flushed_revision.saturating_add(1));
+        }
+    }
     let unloading = inner.unloading.lock().clone();
     for r in inner.ranges.read().values().chain(unloading.iter()) {
         for g in &r.groups {

@@ -199,6 +199,8 @@ pub struct MetaLog {
     writer: BlockingWriter,
     state: MetaState,
     records: u64,
+    /// Where open cut a torn last record (file and offset), if it did.
+    torn_tail: Option<String>,
 }
 
 fn file_header() -> Vec<u8> {
@@ -223,7 +225,12 @@ fn encode_record(ops: &[MetaOp]) -> Vec<u8> {
 /// Only in the newest file (`newest`) may the last record be torn (a crash while appending it,
 /// never acknowledged): it is ignored with a warning that says how many bytes were cut. Any
 /// other damage is an error naming the file and offset.
-fn read_file(fs: &BlockingFs, path: &str, newest: bool) -> Result<(Vec<Vec<MetaOp>>, bool)> {
+/// The third value is where a torn last record was cut, if one was.
+fn read_file(
+    fs: &BlockingFs,
+    path: &str,
+    newest: bool,
+) -> Result<(Vec<Vec<MetaOp>>, bool, Option<u64>)> {
     let len = fs.length(path)?;
     let data = if len == 0 {
         Vec::new()
@@ -261,6 +268,7 @@ fn read_file(fs: &BlockingFs, path: &str, newest: bool) -> Result<(Vec<Vec<MetaO
     }
     let mut records = Vec::new();
     let mut snapshot_end = false;
+    let mut cut_at = None;
     let mut off = FILE_HEADER_LEN;
     while off < data.len() {
         let torn = |what: &str| -> Result<()> {
@@ -284,6 +292,7 @@ fn read_file(fs: &BlockingFs, path: &str, newest: bool) -> Result<(Vec<Vec<MetaO
         };
         if data.len() - off < RECORD_HEADER_LEN {
             torn("short header")?;
+            cut_at = Some(off as u64);
             break;
         }
         let n = u32::from_le_bytes(data[off..off + 4].try_into().expect("4 bytes"));
@@ -292,12 +301,14 @@ fn read_file(fs: &BlockingFs, path: &str, newest: bool) -> Result<(Vec<Vec<MetaO
         if n > MAX_RECORD_BYTES || end > data.len() {
             // Only the last record may be incomplete (a crash while appending it).
             torn("short payload")?;
+            cut_at = Some(off as u64);
             break;
         }
         let payload = &data[off + RECORD_HEADER_LEN..end];
         if crc32c::crc32c(payload) != crc {
             if end == data.len() {
                 torn("checksum")?;
+                cut_at = Some(off as u64);
                 break;
             }
             return Err(Error::Checksum {
@@ -317,7 +328,7 @@ fn read_file(fs: &BlockingFs, path: &str, newest: bool) -> Result<(Vec<Vec<MetaO
         records.push(ops);
         off = end;
     }
-    Ok((records, snapshot_end))
+    Ok((records, snapshot_end, cut_at))
 }
 
 /// The numbers of the meta-log files in `dir`, ascending.
@@ -338,7 +349,8 @@ fn file_numbers(fs: &BlockingFs, dir: &str) -> Result<Vec<u64>> {
 /// Returns its number, the state and its number of records; `None` if `dir` holds no meta-log
 /// file, or only the remains of an interrupted first snapshot. Anything else that does not read
 /// is an error naming the file: a damaged newest file never falls back to an older one.
-fn load(fs: &BlockingFs, dir: &str) -> Result<Option<(u64, MetaState, u64)>> {
+/// The last value names a torn last record that was cut (file and offset).
+fn load(fs: &BlockingFs, dir: &str) -> Result<Option<Loaded>> {
     let numbers = file_numbers(fs, dir)?;
     let Some((&newest, older)) = numbers.split_last() else {
         return Ok(None);
@@ -346,11 +358,12 @@ fn load(fs: &BlockingFs, dir: &str) -> Result<Option<(u64, MetaState, u64)>> {
     let path = join(dir, &format!("meta.{newest}"));
     // A file shorter than its header is a snapshot interrupted right after its create.
     let header_torn = newest > 0 && fs.length(&path)? < FILE_HEADER_LEN as u64;
-    let (records, complete) = if header_torn {
-        (Vec::new(), false)
+    let (records, complete, cut_at) = if header_torn {
+        (Vec::new(), false, None)
     } else {
         read_file(fs, &path, true)?
     };
+    let cut = cut_at.map(|off| format!("{path} at offset {off}"));
     let (n, records) = if complete || newest == 0 {
         (newest, records)
     } else if records.len() > 1 {
@@ -374,8 +387,10 @@ fn load(fs: &BlockingFs, dir: &str) -> Result<Option<(u64, MetaState, u64)>> {
             state.apply(op);
         }
     }
-    Ok(Some((n, state, records.len() as u64)))
+    Ok(Some((n, state, records.len() as u64, cut)))
 }
+
+type Loaded = (u64, MetaState, u64, Option<String>);
 
 /// Reads file `prev`, which counts because the newer `interrupted` snapshot never completed.
 fn read_older(
@@ -385,7 +400,7 @@ fn read_older(
     interrupted: &str,
 ) -> Result<Vec<Vec<MetaOp>>> {
     let path = join(dir, &format!("meta.{prev}"));
-    let (records, complete) = read_file(fs, &path, false)?;
+    let (records, complete, _) = read_file(fs, &path, false)?;
     if !complete && prev > 0 {
         return Err(Error::Corrupt {
             file: path,
@@ -410,7 +425,7 @@ pub fn read_state(fs: &BlockingFs, dir: &str) -> Result<MetaState> {
     loop {
         attempts += 1;
         match load(fs, dir) {
-            Ok(Some((_, state, _))) => return Ok(state),
+            Ok(Some((_, state, _, _))) => return Ok(state),
             Ok(None) => {
                 return Err(Error::InvalidInput(format!(
                     "{dir}: no meta log (no meta.<N> file) to read"
@@ -429,16 +444,22 @@ impl MetaLog {
     /// a new, empty database.
     pub fn open(fs: BlockingFs, dir: &str, may_create: bool) -> Result<Self> {
         fs.mkdirs(dir)?;
-        let (number, state, records) = match load(&fs, dir)? {
-            Some((n, state, records)) => (n, state, records),
-            None if may_create => (0, MetaState::default(), 0),
+        let (number, state, records, torn_tail) = match load(&fs, dir)? {
+            Some(loaded) => loaded,
+            None if may_create => (0, MetaState::default(), 0, None),
             None => {
+                let found = file_numbers(&fs, dir)?.last().copied();
+                let (file, what) = match found {
+                    Some(n) => (join(dir, &format!("meta.{n}")), "an incomplete meta log"),
+                    None => (join(dir, "meta.<N>"), "no meta log"),
+                };
                 return Err(Error::Corrupt {
-                    file: join(dir, "meta.<N>"),
+                    file,
                     offset: 0,
-                    msg: "no meta log, but the engine's root holds tables or a commit log: \
-                          refusing to open it as a new database"
-                        .into(),
+                    msg: format!(
+                        "{what}, but the engine's root holds tables or a commit log: \
+                         refusing to open it as a new database"
+                    ),
                 });
             }
         };
@@ -450,6 +471,7 @@ impl MetaLog {
             number: number + 1,
             state,
             records,
+            torn_tail,
         };
         log.remove_older_files()?;
         log.records = 0;
@@ -488,6 +510,12 @@ impl MetaLog {
             }
         }
         Ok(())
+    }
+
+    /// Where open cut a torn last record (file and offset), if it did: what to name when the
+    /// state read proves inconsistent with the engine's other files.
+    pub fn torn_tail(&self) -> Option<&str> {
+        self.torn_tail.as_deref()
     }
 
     /// The state as of the last record written.
