@@ -202,18 +202,18 @@ impl Pipeline<'_> {
                 }
             }
             (self.on_chunk)();
-            if (!buf.is_empty() || overlong.is_some())
-                && work
-                    .send(Chunk {
-                        seq,
-                        data: buf,
-                        overlong,
-                    })
-                    .is_err()
-            {
-                return Ok(());
+            if !buf.is_empty() || overlong.is_some() {
+                let chunk = Chunk {
+                    seq,
+                    data: buf,
+                    overlong,
+                };
+                if work.send(chunk).is_err() {
+                    return Ok(());
+                }
+                // Numbered as sent: the inserter waits for every number.
+                seq += 1;
             }
-            seq += 1;
             if last {
                 return Ok(());
             }
