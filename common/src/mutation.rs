@@ -111,3 +111,109 @@ impl AsMutationRef for MutationRef<'_> {
         *self
     }
 }
+
+/// Longest row key or qualifier a cell may have.
+pub const MAX_ROW_OR_QUALIFIER_BYTES: usize = 64 << 10;
+/// Largest value a cell may have.
+pub const MAX_VALUE_BYTES: usize = 16 << 20;
+/// The smallest timestamp a cell may carry. `i64::MIN` is reserved: scans start their
+/// "deleted up to" marks there, so a cell at it would read as deleted and never be returned.
+pub const MIN_TIMESTAMP: i64 = i64::MIN + 1;
+/// The largest timestamp a cell may carry. `i64::MAX` is reserved: it is the open end of every
+/// scan's `[time_start, time_end)`, so a cell at it would never be returned.
+pub const MAX_TIMESTAMP: i64 = i64::MAX - 1;
+
+/// Why a cell cannot be written, whatever its table.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CellError {
+    #[error("empty row key")]
+    EmptyRow,
+    #[error("row key of {len} bytes is longer than {MAX_ROW_OR_QUALIFIER_BYTES} bytes")]
+    RowTooLong { len: usize },
+    #[error("qualifier of {len} bytes is longer than {MAX_ROW_OR_QUALIFIER_BYTES} bytes")]
+    QualifierTooLong { len: usize },
+    #[error("value of {len} bytes is larger than {MAX_VALUE_BYTES} bytes")]
+    ValueTooLarge { len: usize },
+    #[error(
+        "timestamp {0} is reserved (timestamps are {MIN_TIMESTAMP}..={MAX_TIMESTAMP} \
+         nanoseconds)"
+    )]
+    ReservedTimestamp(i64),
+}
+
+/// Checks a timestamp given by a client against the reserved values.
+pub fn check_timestamp(ts: i64) -> Result<(), CellError> {
+    if (MIN_TIMESTAMP..=MAX_TIMESTAMP).contains(&ts) {
+        Ok(())
+    } else {
+        Err(CellError::ReservedTimestamp(ts))
+    }
+}
+
+/// The checks every write path makes before a cell is counted or sent (HQL INSERT and DELETE,
+/// LOAD DATA INFILE, `Engine::apply`): a row, sizes within the limits, no reserved timestamp.
+pub fn check_cell(m: &MutationRef<'_>) -> Result<(), CellError> {
+    if m.row.is_empty() {
+        return Err(CellError::EmptyRow);
+    }
+    if m.row.len() > MAX_ROW_OR_QUALIFIER_BYTES {
+        return Err(CellError::RowTooLong { len: m.row.len() });
+    }
+    if m.qualifier.len() > MAX_ROW_OR_QUALIFIER_BYTES {
+        return Err(CellError::QualifierTooLong {
+            len: m.qualifier.len(),
+        });
+    }
+    if m.value.len() > MAX_VALUE_BYTES {
+        return Err(CellError::ValueTooLarge { len: m.value.len() });
+    }
+    if let Some(ts) = m.timestamp {
+        check_timestamp(ts)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_timestamps_are_refused() {
+        let mut m = Mutation::insert("r", 1, "", "v");
+        for ts in [i64::MIN, i64::MAX] {
+            m.timestamp = Some(ts);
+            assert_eq!(
+                check_cell(&m.as_mutation_ref()),
+                Err(CellError::ReservedTimestamp(ts))
+            );
+        }
+        for ts in [MIN_TIMESTAMP, -1, 0, MAX_TIMESTAMP] {
+            m.timestamp = Some(ts);
+            assert_eq!(check_cell(&m.as_mutation_ref()), Ok(()));
+        }
+        m.timestamp = None;
+        assert_eq!(check_cell(&m.as_mutation_ref()), Ok(()));
+    }
+
+    #[test]
+    fn sizes_are_checked() {
+        let big = vec![b'x'; MAX_ROW_OR_QUALIFIER_BYTES + 1];
+        let m = Mutation::insert(big.clone(), 1, "", "");
+        assert!(matches!(
+            check_cell(&m.as_mutation_ref()),
+            Err(CellError::RowTooLong { .. })
+        ));
+        let m = Mutation::insert("r", 1, big, "");
+        assert!(matches!(
+            check_cell(&m.as_mutation_ref()),
+            Err(CellError::QualifierTooLong { .. })
+        ));
+        let m = Mutation::insert("r", 1, "", vec![0; MAX_VALUE_BYTES + 1]);
+        assert!(matches!(
+            check_cell(&m.as_mutation_ref()),
+            Err(CellError::ValueTooLarge { .. })
+        ));
+        let m = Mutation::insert("", 1, "", "");
+        assert_eq!(check_cell(&m.as_mutation_ref()), Err(CellError::EmptyRow));
+    }
+}

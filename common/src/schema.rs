@@ -195,6 +195,28 @@ pub enum SchemaError {
     BadCounter(String),
     #[error("unknown column family '{0}'")]
     UnknownFamily(String),
+    #[error("a column family name cannot be empty")]
+    EmptyFamilyName,
+    #[error(
+        "column family name {0:?} cannot be written: names contain no ':' (it separates \
+         family and qualifier) and no control characters"
+    )]
+    UnwritableFamilyName(String),
+    #[error("a table needs at least one column family")]
+    NoFamily,
+}
+
+/// Whether cells of a family of this name can be written and read back: `family:qualifier`
+/// splits at the first `:`, and the dump format writes family names as they are (a tab or
+/// newline in one would break its line).
+fn check_family_name(name: &str) -> Result<(), SchemaError> {
+    if name.is_empty() {
+        return Err(SchemaError::EmptyFamilyName);
+    }
+    if name.contains(':') || name.chars().any(char::is_control) {
+        return Err(SchemaError::UnwritableFamilyName(name.to_string()));
+    }
+    Ok(())
 }
 
 impl TableSchema {
@@ -221,7 +243,8 @@ impl TableSchema {
         id
     }
 
-    /// Checks ids, names, group references and option combinations.
+    /// Checks ids, names, group references and option combinations, and that at least one
+    /// family is live.
     pub fn validate(&self) -> Result<(), SchemaError> {
         let mut ids = [false; 256];
         for (i, g) in self.access_groups.iter().enumerate() {
@@ -237,6 +260,9 @@ impl TableSchema {
                 return Err(SchemaError::DuplicateFamilyId(f.id));
             }
             ids[f.id as usize] = true;
+            if !f.deleted {
+                check_family_name(&f.name)?;
+            }
             if !f.deleted
                 && self.families[..i]
                     .iter()
@@ -253,6 +279,9 @@ impl TableSchema {
             if f.counter && (f.max_versions != 0 || f.time_order == TimeOrder::Desc) {
                 return Err(SchemaError::BadCounter(f.name.clone()));
             }
+        }
+        if self.families.iter().all(|f| f.deleted) {
+            return Err(SchemaError::NoFamily);
         }
         Ok(())
     }
@@ -321,5 +350,35 @@ mod tests {
         ));
         let back = TableSchema::from_json(&s.to_json()).unwrap();
         assert_eq!(back, s);
+    }
+
+    /// Issue 12: families that can never be written (`c:d`, `""`) and tables with no family
+    /// were accepted.
+    #[test]
+    fn unwritable_family_names_and_tables_without_families_are_refused() {
+        let mut s = TableSchema::new(1, "/t");
+        assert_eq!(s.validate(), Err(SchemaError::NoFamily));
+        s.add_family("a");
+        assert_eq!(s.validate(), Ok(()));
+        for bad in ["c:d", "tab\there", "new\nline"] {
+            let mut b = s.clone();
+            b.add_family(bad);
+            assert_eq!(
+                b.validate(),
+                Err(SchemaError::UnwritableFamilyName(bad.into()))
+            );
+        }
+        let mut b = s.clone();
+        b.add_family("");
+        assert_eq!(b.validate(), Err(SchemaError::EmptyFamilyName));
+        // Every family dropped: none left to write to.
+        let mut b = s.clone();
+        b.families[0].deleted = true;
+        assert_eq!(b.validate(), Err(SchemaError::NoFamily));
+        // A dropped family keeps whatever name it had (old schemas still read).
+        let mut b = s.clone();
+        b.add_family("x:y");
+        b.families[1].deleted = true;
+        assert_eq!(b.validate(), Ok(()));
     }
 }

@@ -144,11 +144,30 @@ pub struct Ttl {
 }
 
 impl Ttl {
-    /// The TTL in whole seconds (fractions truncated), or `None` if the amount overflows.
+    /// The TTL in whole seconds (fractions of a second truncated), or `None` if the amount is
+    /// not `digits[.digits]` or overflows. Exact integer arithmetic: through an f64, TTLs above
+    /// 2^53 seconds were rounded (9007199254740993 became ...992).
     pub fn seconds(&self) -> Option<u64> {
-        let amount: f64 = self.amount.parse().ok()?;
-        let secs = amount * self.unit.unwrap_or(TimeUnit::Seconds).seconds() as f64;
-        (secs.is_finite() && secs >= 0.0 && secs < u64::MAX as f64).then_some(secs as u64)
+        /// Fraction digits beyond these cannot change whole seconds of any unit (a month is
+        /// under 10^7 seconds), and 10^30 times a unit still fits a u128.
+        const FRACTION_DIGITS: usize = 30;
+        let unit = u128::from(self.unit.unwrap_or(TimeUnit::Seconds).seconds());
+        let (int, frac) = self
+            .amount
+            .split_once('.')
+            .unwrap_or((self.amount.as_str(), ""));
+        let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        if int.is_empty() || !all_digits(int) || !all_digits(frac) {
+            return None;
+        }
+        let whole = int.parse::<u128>().ok()?.checked_mul(unit)?;
+        let frac = &frac[..frac.len().min(FRACTION_DIGITS)];
+        let part = if frac.is_empty() {
+            0
+        } else {
+            frac.parse::<u128>().ok()? * unit / 10u128.pow(frac.len() as u32)
+        };
+        u64::try_from(whole.checked_add(part)?).ok()
     }
 }
 

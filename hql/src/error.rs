@@ -112,17 +112,49 @@ impl fmt::Display for ParseError {
             Some(m) => write!(f, "{m}")?,
             None => write!(f, "expected {}, found {}", self.expected, self.found)?,
         }
-        // The statement's line holding the error, and a caret under the position.
-        let at = self.statement_offset.min(self.statement.len());
+        // The statement's line holding the error, cut to a window around the position (a
+        // statement can be megabytes on one line), and a caret under the position.
+        let mut at = self.statement_offset.min(self.statement.len());
+        while !self.statement.is_char_boundary(at) {
+            at -= 1;
+        }
         let (before, after) = self.statement.split_at(at);
         let line_start = before.rfind('\n').map_or(0, |p| p + 1);
         let line_end = after.find('\n').map_or(self.statement.len(), |p| at + p);
-        let line = self.statement[line_start..line_end].trim_end_matches('\r');
-        let caret: String = before[line_start..]
+        let (shown_before, cut_before) = last_chars(&before[line_start..], WINDOW_CHARS);
+        let (shown_after, cut_after) = first_chars(
+            self.statement[at..line_end].trim_end_matches('\r'),
+            WINDOW_CHARS,
+        );
+        let caret: String = shown_before
             .chars()
             .map(|c| if c == '\t' { '\t' } else { ' ' })
             .collect();
-        write!(f, "\n  {line}\n  {caret}^")
+        let (lead, lead_pad) = if cut_before { ("…", " ") } else { ("", "") };
+        let trail = if cut_after { "…" } else { "" };
+        write!(
+            f,
+            "\n  {lead}{shown_before}{shown_after}{trail}\n  {lead_pad}{caret}^"
+        )
+    }
+}
+
+/// Characters of the error's line shown on each side of the caret.
+const WINDOW_CHARS: usize = 60;
+
+/// The last `n` characters of `s`, and whether any were cut.
+fn last_chars(s: &str, n: usize) -> (&str, bool) {
+    match s.char_indices().rev().nth(n.saturating_sub(1)) {
+        Some((i, _)) if i > 0 => (&s[i..], true),
+        _ => (s, false),
+    }
+}
+
+/// The first `n` characters of `s`, and whether any were cut.
+fn first_chars(s: &str, n: usize) -> (&str, bool) {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => (&s[..i], true),
+        None => (s, false),
     }
 }
 

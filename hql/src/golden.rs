@@ -53,6 +53,7 @@ pub fn run_script(client: Arc<dyn Client>, script: &str, tmp: &Path) -> String {
             namespace: None,
             // A script that starts with `# --skip-bad-lines` runs as `ht shell --skip-bad-lines`.
             skip_bad_lines: script.starts_with("# --skip-bad-lines"),
+            ..ShellOptions::default()
         },
     )
     .expect("shell");

@@ -13,7 +13,10 @@
 //!   stored only if they name a family (else IGNORE_UNKNOWN_COLUMNS is needed).
 //! - Single-cell lines have exactly 3 (4 with timestamps) fields, or one more that is
 //!   `DELETE_ROW`, `DELETE_COLUMN_FAMILY`, `DELETE_CELL` or `DELETE_CELL_VERSION`.
-//! - A trailing `\r` is dropped from every line; blank lines are skipped.
+//! - A trailing `\r` is dropped from every line (DUMP TABLE escapes a `\r` of a cell as `\r`);
+//!   blank lines are skipped.
+//! - A line longer than [`LoadLimits::max_line_bytes`] is a bad line (the first line, which
+//!   decides the format, stops the load); the reader passes over it without keeping it.
 //! - `INTO FILE` needs no table: every column name is accepted and the cells are written in
 //!   DUMP TABLE's 4-field format.
 //! - NO_LOG is a normal load (the commit log stays on) followed by the final flush.
@@ -32,6 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use client::Client;
+use common::mutation::{MAX_ROW_OR_QUALIFIER_BYTES, MAX_VALUE_BYTES};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::ast::{DataSource, FileScheme, LoadData, LoadTarget};
@@ -43,6 +47,26 @@ use sink::{FileSink, Sink, TableSink};
 
 /// Bytes of input per chunk handed to a parser thread.
 pub const CHUNK_BYTES: usize = 4 << 20;
+
+/// The default longest input line: a largest value and a longest row key and qualifier, each
+/// escaped (every byte written as two at worst), and room for a timestamp and a delete flag.
+pub const DEFAULT_MAX_LINE_BYTES: usize =
+    2 * (MAX_VALUE_BYTES + 2 * MAX_ROW_OR_QUALIFIER_BYTES) + (64 << 10);
+
+/// Bounds on what one load's input may make it hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadLimits {
+    /// The longest line, without its `\n` (the header and HEADER_FILE's line included).
+    pub max_line_bytes: usize,
+}
+
+impl Default for LoadLimits {
+    fn default() -> Self {
+        Self {
+            max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+        }
+    }
+}
 
 /// How a load runs.
 pub struct LoadContext<'a> {
@@ -142,8 +166,17 @@ impl LoadError {
     }
 }
 
-/// Runs a LOAD DATA INFILE statement.
+/// Runs a LOAD DATA INFILE statement with the default [`LoadLimits`].
 pub fn load_data(ctx: LoadContext<'_>, stmt: &LoadData) -> Result<LoadReport, LoadError> {
+    load_data_with(ctx, stmt, LoadLimits::default())
+}
+
+/// Runs a LOAD DATA INFILE statement.
+pub fn load_data_with(
+    ctx: LoadContext<'_>,
+    stmt: &LoadData,
+    limits: LoadLimits,
+) -> Result<LoadReport, LoadError> {
     let start = Instant::now();
     let opts = &stmt.options;
     if opts.row_uniquify_chars.unwrap_or(0) > MAX_UNIQUIFY_CHARS {
@@ -151,9 +184,29 @@ pub fn load_data(ctx: LoadContext<'_>, stmt: &LoadData) -> Result<LoadReport, Lo
             "ROW_UNIQUIFY_CHARS must be at most {MAX_UNIQUIFY_CHARS}"
         )));
     }
+    for k in &opts.row_key_columns {
+        if let Some(f) = k.format
+            && f.width as usize > MAX_ROW_OR_QUALIFIER_BYTES
+        {
+            return Err(LoadError::new(format!(
+                "ROW_KEY_COLUMN '{}': width {} is more than the longest row key \
+                 ({MAX_ROW_OR_QUALIFIER_BYTES} bytes)",
+                k.name, f.width
+            )));
+        }
+    }
+    let max_line = limits.max_line_bytes.max(1);
     let sep = match &opts.field_separator {
         Some(s) if s.is_empty() => return Err(LoadError::new("FS must not be empty")),
-        Some(s) if s == "\n" => return Err(LoadError::new("FS cannot be a newline")),
+        Some(s) if s.chars().count() != 1 => {
+            return Err(LoadError::new(format!(
+                "FS must be one character, not '{s}' ({} characters)",
+                s.chars().count()
+            )));
+        }
+        Some(s) if s == "\n" || s == "\r" => {
+            return Err(LoadError::new("FS cannot be a newline or carriage return"));
+        }
         Some(s) => s.as_bytes().to_vec(),
         None => b"\t".to_vec(),
     };
@@ -221,10 +274,9 @@ pub fn load_data(ctx: LoadContext<'_>, stmt: &LoadData) -> Result<LoadReport, Lo
                     n: Arc::clone(&counter),
                 };
                 let r: Box<dyn Read> = if path.ends_with(".gz") {
-                    Box::new(flate2::read::MultiGzDecoder::new(BufReader::with_capacity(
-                        1 << 16,
-                        r,
-                    )))
+                    let mut raw = BufReader::with_capacity(1 << 16, r);
+                    check_gzip_magic(&mut raw, name)?;
+                    Box::new(GzipErrors(flate2::read::MultiGzDecoder::new(raw)))
                 } else {
                     Box::new(r)
                 };
@@ -239,16 +291,26 @@ pub fn load_data(ctx: LoadContext<'_>, stmt: &LoadData) -> Result<LoadReport, Lo
             let f = std::fs::File::open(local_path(h)?)
                 .map_err(|e| LoadError::new(format!("cannot open header file '{h}': {e}")))?;
             let mut line = Vec::new();
-            BufReader::new(f)
-                .read_until(b'\n', &mut line)
+            let whole = read_line_bounded(&mut BufReader::new(f), &mut line, max_line)
                 .map_err(|e| LoadError::new(format!("reading header file '{h}': {e}")))?;
+            if !whole {
+                return Err(LoadError::new(format!(
+                    "header file {h}: line 1 is longer than {max_line} bytes; nothing was loaded"
+                )));
+            }
             Some(line)
         }
         None => None,
     };
     let mut first = Vec::new();
-    src.read_until(b'\n', &mut first)
+    let whole = read_line_bounded(&mut src, &mut first, max_line)
         .map_err(|e| LoadError::new(format!("reading {source_name}: {e}")))?;
+    if !whole {
+        return Err(LoadError::new(format!(
+            "{source_name}: line 1 is longer than {max_line} bytes (it decides the input format); \
+             nothing was loaded"
+        )));
+    }
     if first.is_empty() && header_line.is_none() {
         sink.finish().map_err(LoadError::new)?;
         return Ok(LoadReport {
@@ -268,7 +330,7 @@ pub fn load_data(ctx: LoadContext<'_>, stmt: &LoadData) -> Result<LoadReport, Lo
         FirstLine::Header => (Vec::new(), 1),
         FirstLine::Data => (first, 0),
     };
-    let parser = LineParser::new(layout, sep, opts, families, now_ns as u64);
+    let parser = LineParser::new(layout, sep, opts, families, now_ns as u64, max_line);
 
     let bar = (ctx.progress && std::io::stderr().is_terminal())
         .then(|| progress_bar(total_bytes, &source_name));
@@ -284,6 +346,7 @@ pub fn load_data(ctx: LoadContext<'_>, stmt: &LoadData) -> Result<LoadReport, Lo
         parser_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
         chunk_bytes: CHUNK_BYTES,
         max_chunks_in_flight: 0,
+        max_line_bytes: max_line,
         on_chunk: &on_chunk,
     };
     let pipeline = Pipeline {
@@ -355,6 +418,64 @@ fn progress_bar(total: Option<u64>, name: &str) -> ProgressBar {
         ),
     };
     b.with_message(format!("loading {name}"))
+}
+
+/// Reads one line, its `\n` included, into `line`, but no more than `max` bytes of it before
+/// the `\n`: false when the line is longer (then `line` holds its first `max + 1` bytes).
+fn read_line_bounded(
+    src: &mut dyn BufRead,
+    line: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<bool> {
+    let limit = max as u64 + 1;
+    let n = src.take(limit).read_until(b'\n', line)?;
+    Ok(line.ends_with(b"\n") || (n as u64) < limit)
+}
+
+/// Refuses a `.gz` file that does not start with the gzip magic bytes (the decoder would
+/// only say "unexpected end of file" or "invalid gzip header" later).
+fn check_gzip_magic(src: &mut dyn BufRead, name: &str) -> Result<(), LoadError> {
+    // Peeked, not consumed: the decoder reads from the start. A file's first read fills the
+    // buffer with more than two bytes unless the file is shorter.
+    let head = src
+        .fill_buf()
+        .map_err(|e| LoadError::new(format!("reading '{name}': {e}")))?;
+    let head = &head[..head.len().min(2)];
+    if head == [0x1f, 0x8b] {
+        return Ok(());
+    }
+    let what = if head.is_empty() {
+        "it is empty".to_string()
+    } else {
+        format!(
+            "it starts with {}, not the gzip magic bytes 1f 8b",
+            head.iter()
+                .map(|b| format!("{b:02x}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    };
+    Err(LoadError::new(format!(
+        "'{name}' is not a gzip file ({what}); a name ending in .gz is read as gzip"
+    )))
+}
+
+/// Names what is wrong with gzip input that does not decode.
+struct GzipErrors<R>(R);
+
+impl<R: Read> Read for GzipErrors<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.read(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => std::io::Error::new(
+                e.kind(),
+                "the gzip data is truncated (unexpected end of file)",
+            ),
+            std::io::ErrorKind::InvalidInput | std::io::ErrorKind::InvalidData => {
+                std::io::Error::new(e.kind(), format!("the gzip data is corrupt: {e}"))
+            }
+            _ => e,
+        })
+    }
 }
 
 /// Counts the bytes read from the source (compressed bytes for `.gz`), for the progress bar.

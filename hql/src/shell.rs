@@ -7,7 +7,7 @@
 
 mod help;
 
-use std::io::{self, BufRead, IsTerminal, Write};
+use std::io::{self, BufRead, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -19,7 +19,7 @@ use crate::exec::{ExecError, Executor};
 use crate::parse_statement;
 
 /// How the shell runs.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ShellOptions {
     /// No prompt; stop at the first error (unless in test mode) with a failure exit code.
     pub batch: bool,
@@ -28,6 +28,127 @@ pub struct ShellOptions {
     pub namespace: Option<String>,
     /// LOAD DATA INFILE counts, reports and skips bad lines (ht's addition).
     pub skip_bad_lines: bool,
+    /// The longest line of statements read (and of LOAD DATA INFILE input), without its `\n`.
+    pub max_line_bytes: usize,
+    /// The longest statement, all its lines together.
+    pub max_statement_bytes: usize,
+    /// The largest `-f` or `source` file: it is read whole before anything in it runs.
+    pub max_script_bytes: u64,
+}
+
+/// The default [`ShellOptions::max_script_bytes`].
+pub const DEFAULT_MAX_SCRIPT_BYTES: u64 = 1 << 30;
+
+impl Default for ShellOptions {
+    fn default() -> Self {
+        Self {
+            batch: false,
+            test_mode: false,
+            namespace: None,
+            skip_bad_lines: false,
+            max_line_bytes: crate::load::DEFAULT_MAX_LINE_BYTES,
+            max_statement_bytes: crate::load::DEFAULT_MAX_LINE_BYTES,
+            max_script_bytes: DEFAULT_MAX_SCRIPT_BYTES,
+        }
+    }
+}
+
+/// The lines of a stream, each at most `max` bytes and valid UTF-8; an error names the input,
+/// the line and (for UTF-8) the column.
+pub struct BoundedLines<R> {
+    src: R,
+    name: String,
+    max: usize,
+    line_no: u64,
+    done: bool,
+}
+
+impl<R: BufRead> BoundedLines<R> {
+    pub fn new(src: R, name: impl Into<String>, max_line_bytes: usize) -> Self {
+        Self {
+            src,
+            name: name.into(),
+            max: max_line_bytes,
+            line_no: 0,
+            done: false,
+        }
+    }
+}
+
+impl<R: BufRead> Iterator for BoundedLines<R> {
+    type Item = io::Result<String>;
+
+    fn next(&mut self) -> Option<io::Result<String>> {
+        if self.done {
+            return None;
+        }
+        self.line_no += 1;
+        let mut buf = Vec::new();
+        // One byte more than the limit, and the `\n`: enough to tell an overlong line.
+        let limit = self.max as u64 + 2;
+        let bad = |done: &mut bool, msg: String| {
+            *done = true;
+            Some(Err(io::Error::new(io::ErrorKind::InvalidData, msg)))
+        };
+        let n = match Read::take(&mut self.src, limit).read_until(b'\n', &mut buf) {
+            Ok(n) => n,
+            Err(e) => {
+                let msg = format!("{}: line {}: {e}", self.name, self.line_no);
+                return bad(&mut self.done, msg);
+            }
+        };
+        if n == 0 {
+            self.done = true;
+            return None;
+        }
+        if buf.ends_with(b"\n") {
+            buf.pop();
+            if buf.ends_with(b"\r") {
+                buf.pop();
+            }
+        }
+        if buf.len() > self.max {
+            let msg = format!(
+                "{}: line {} is longer than {} bytes",
+                self.name, self.line_no, self.max
+            );
+            return bad(&mut self.done, msg);
+        }
+        match String::from_utf8(buf) {
+            Ok(s) => Some(Ok(s)),
+            Err(e) => {
+                let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+                let column = String::from_utf8_lossy(valid).chars().count() + 1;
+                let msg = format!(
+                    "{}: line {}, column {column}: invalid UTF-8",
+                    self.name, self.line_no
+                );
+                bad(&mut self.done, msg)
+            }
+        }
+    }
+}
+
+/// Reads a whole script file (`-f`, `source`) as lines, before any of it runs: a file that is
+/// not valid UTF-8, has an overlong line or is too large runs not at all.
+pub fn read_script(path: &Path, opts: &ShellOptions) -> Result<Vec<String>, String> {
+    let name = path.display().to_string();
+    let f = std::fs::File::open(path).map_err(|e| format!("cannot open '{name}': {e}"))?;
+    let mut lines = Vec::new();
+    let mut total = 0u64;
+    let src = io::BufReader::new(f).take(opts.max_script_bytes.saturating_add(1));
+    for line in BoundedLines::new(src, name.clone(), opts.max_line_bytes) {
+        let line = line.map_err(|e| format!("{e}; nothing of '{name}' was run"))?;
+        total += line.len() as u64 + 1;
+        if total > opts.max_script_bytes {
+            return Err(format!(
+                "'{name}' is larger than {} bytes; nothing of it was run",
+                opts.max_script_bytes
+            ));
+        }
+        lines.push(line);
+    }
+    Ok(lines)
 }
 
 /// Everything `ht shell` takes on its command line.
@@ -177,6 +298,9 @@ impl Shell {
     ) -> Result<Self, crate::exec::ExecError> {
         let mut exec = Executor::new(client);
         exec.set_skip_bad_lines(opts.skip_bad_lines);
+        exec.set_load_limits(crate::load::LoadLimits {
+            max_line_bytes: opts.max_line_bytes,
+        });
         if let Some(ns) = &opts.namespace {
             exec.execute(&Statement::Use(ns.clone()), &mut io::sink())?;
         }
@@ -211,9 +335,14 @@ impl Shell {
         err: &mut dyn Write,
     ) -> Flow {
         let mut split = Splitter::default();
-        for line in lines {
+        for (n, line) in lines.enumerate() {
             let line = match line {
                 Ok(l) => l,
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+                    // BoundedLines names the input and the line.
+                    self.report(&e.to_string(), out, err);
+                    return Flow::Failed;
+                }
                 Err(e) => {
                     self.report(&format!("cannot read the input: {e}"), out, err);
                     return Flow::Failed;
@@ -226,6 +355,17 @@ impl Shell {
                 match self.run_statement(&stmt, out, err) {
                     Flow::Continue => {}
                     f => return f,
+                }
+            }
+            if split.buf.len() > self.opts.max_statement_bytes {
+                split = Splitter::default();
+                let msg = format!(
+                    "the statement ending at line {} is longer than {} bytes; it was not run",
+                    n + 1,
+                    self.opts.max_statement_bytes
+                );
+                if self.fail(&msg, out, err) != Flow::Continue {
+                    return Flow::Failed;
                 }
             }
         }
@@ -339,12 +479,12 @@ impl Shell {
             let msg = format!("cannot source '{file}': nested more than {MAX_SOURCE_DEPTH} deep");
             return self.fail(&msg, out, err);
         }
-        let f = match std::fs::File::open(file) {
-            Ok(f) => f,
-            Err(e) => return self.fail(&format!("cannot open '{file}': {e}"), out, err),
+        let lines = match read_script(Path::new(file), &self.opts) {
+            Ok(l) => l,
+            Err(e) => return self.fail(&e, out, err),
         };
         self.depth += 1;
-        let flow = self.run_lines(io::BufReader::new(f).lines(), out, err);
+        let flow = self.run_lines(lines.into_iter().map(Ok), out, err);
         self.depth -= 1;
         match flow {
             Flow::Quit => Flow::Continue,
@@ -449,10 +589,10 @@ pub fn run(config: &ShellConfig) -> i32 {
     if flow == Flow::Continue
         && let Some(file) = &config.command_file
     {
-        flow = match std::fs::File::open(file) {
-            Ok(f) => shell.run_lines(io::BufReader::new(f).lines(), &mut out, &mut err),
+        flow = match read_script(file, &config.options) {
+            Ok(lines) => shell.run_lines(lines.into_iter().map(Ok), &mut out, &mut err),
             Err(e) => {
-                let _ = writeln!(err, "Error: cannot open '{}': {e}", file.display());
+                let _ = writeln!(err, "Error: {e}");
                 Flow::Failed
             }
         };
@@ -463,7 +603,9 @@ pub fn run(config: &ShellConfig) -> i32 {
             let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".ht_history"));
             flow = shell.run_interactive(history.as_deref());
         } else {
-            flow = shell.run_lines(io::stdin().lock().lines(), &mut out, &mut err);
+            let max = config.options.max_line_bytes;
+            let lines = BoundedLines::new(io::stdin().lock(), "(stdin)", max);
+            flow = shell.run_lines(lines, &mut out, &mut err);
         }
     }
     let _ = out.flush();

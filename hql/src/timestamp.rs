@@ -41,7 +41,8 @@ pub fn parse_nanos(text: &str) -> Option<i64> {
     }
     let days = days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3_600 + minute * 60 + second;
-    secs.checked_mul(1_000_000_000)?.checked_add(nanos)
+    // In i128: near i64::MIN the whole seconds alone are below i64::MIN, the sum is not.
+    i64::try_from(i128::from(secs) * 1_000_000_000 + i128::from(nanos)).ok()
 }
 
 /// `YYYY-MM-DD HH:MM:SS.nnnnnnnnn` (UTC) for nanoseconds since the epoch; the form
@@ -152,5 +153,21 @@ mod tests {
         for n in [0, 1, -1, 1_199_145_600_123_456_789, -86_400_000_000_001] {
             assert_eq!(parse_nanos(&format_nanos(n)), Some(n), "{n}");
         }
+    }
+
+    /// Issue 12: DUMP TABLE wrote timestamps near i64::MIN that LOAD could not read back (the
+    /// whole seconds were multiplied out before the nanoseconds were added, and overflowed).
+    #[test]
+    fn timestamps_near_the_ends_of_i64_round_trip() {
+        for n in [
+            i64::MIN,
+            i64::MIN + 1,
+            i64::MIN + 999_999_999,
+            i64::MAX - 1,
+            i64::MAX,
+        ] {
+            assert_eq!(parse_nanos(&format_nanos(n)), Some(n), "{n}");
+        }
+        assert_eq!(parse_nanos("1677-09-21 00:12:43.145224191"), None);
     }
 }

@@ -299,8 +299,19 @@ fn no_escape_and_field_separator() {
     d.load("FS=','", "#k,a,b\nr1,x,y\n");
     assert_eq!(d.rcv(), rcv(&[("r1", "a", "x"), ("r1", "b", "y")]));
     let d = db(&["a"]);
-    d.load("FS='::'", "r1::a::v\\t1\n");
+    d.load("FS='§'", "r1§a§v\\t1\n");
     assert_eq!(d.rcv(), rcv(&[("r1", "a", "v\t1")]));
+}
+
+/// Issue 12: `FS='ab'` was accepted (as a two-byte separator); Hypertable's FS is one character.
+#[test]
+fn a_field_separator_of_two_characters_is_refused() {
+    let d = db(&["a"]);
+    let e = d.load_err("FS='::'", "r1::a::v\n");
+    assert!(e.contains("FS must be one character, not '::'"), "{e}");
+    let e = d.load_err("FS='ab'", "r1aba\n");
+    assert!(e.contains("FS must be one character, not 'ab'"), "{e}");
+    assert!(d.rcv().is_empty());
 }
 
 #[test]

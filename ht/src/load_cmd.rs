@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Args;
 use client::embedded::EmbeddedClient;
 use hql::ast::{DataSource, LoadData, LoadOptions, LoadTarget};
-use hql::load::{LoadContext, load_data};
+use hql::load::{DEFAULT_MAX_LINE_BYTES, LoadContext, LoadLimits, load_data_with};
 
 /// Options of `ht load` (the LOAD DATA INFILE options as flags).
 #[derive(Args, Debug)]
@@ -53,6 +53,9 @@ pub struct LoadArgs {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// The longest input line accepted, in bytes; a longer one is a bad line.
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_LINE_BYTES)]
+    max_line_bytes: usize,
 }
 
 /// Runs `ht load`.
@@ -100,7 +103,10 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
         skip_bad_lines: args.skip_bad_lines,
         stdin: Some(&mut stdin),
     };
-    let report = load_data(ctx, &stmt)?;
+    let limits = LoadLimits {
+        max_line_bytes: args.max_line_bytes,
+    };
+    let report = load_data_with(ctx, &stmt, limits)?;
     println!("{report}");
     Ok(())
 }

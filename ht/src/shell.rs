@@ -36,6 +36,15 @@ pub struct ShellArgs {
     /// replicas as host:port,... (credentials from --data-dir).
     #[arg(long = "cluster", value_name = "DIR|ADDRS")]
     cluster: Option<String>,
+    /// The longest line read (statements, and LOAD DATA INFILE input), in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = hql::load::DEFAULT_MAX_LINE_BYTES)]
+    max_line_bytes: usize,
+    /// The longest statement, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = hql::load::DEFAULT_MAX_LINE_BYTES)]
+    max_statement_bytes: usize,
+    /// The largest -f or source file, in bytes (it is read whole before it runs).
+    #[arg(long, value_name = "BYTES", default_value_t = hql::shell::DEFAULT_MAX_SCRIPT_BYTES)]
+    max_script_bytes: u64,
 }
 
 /// Runs the shell; returns the process exit code.
@@ -46,6 +55,9 @@ pub fn run(args: ShellArgs) -> i32 {
             test_mode: args.test_mode,
             namespace: args.namespace,
             skip_bad_lines: args.skip_bad_lines,
+            max_line_bytes: args.max_line_bytes,
+            max_statement_bytes: args.max_statement_bytes,
+            max_script_bytes: args.max_script_bytes,
         },
         execute: args.execute,
         command_file: args.command_file,

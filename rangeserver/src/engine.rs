@@ -1660,28 +1660,17 @@ fn check_covered(map: &RangeMap, table: u32, interval: &RowInterval) -> Result<(
     }
 }
 
-/// Longest row key or qualifier accepted.
-pub const MAX_ROW_OR_QUALIFIER_BYTES: usize = 64 << 10;
-/// Largest value accepted.
-pub const MAX_VALUE_BYTES: usize = 16 << 20;
+pub use common::mutation::{MAX_ROW_OR_QUALIFIER_BYTES, MAX_VALUE_BYTES};
 
 fn validate_mutation(table: &TableInfo, m: &MutationRef<'_>) -> Result<()> {
-    if m.row.is_empty() {
-        return Err(Error::InvalidInput("empty row key".into()));
-    }
-    if m.row.len() > MAX_ROW_OR_QUALIFIER_BYTES || m.qualifier.len() > MAX_ROW_OR_QUALIFIER_BYTES {
-        return Err(Error::InvalidInput(format!(
-            "row key or qualifier longer than {MAX_ROW_OR_QUALIFIER_BYTES} bytes (row starts {:?})",
-            String::from_utf8_lossy(&m.row[..m.row.len().min(40)])
-        )));
-    }
-    if m.value.len() > MAX_VALUE_BYTES {
-        return Err(Error::InvalidInput(format!(
-            "value of {} bytes is larger than {MAX_VALUE_BYTES} bytes (row {:?})",
-            m.value.len(),
-            String::from_utf8_lossy(&m.row[..m.row.len().min(40)])
-        )));
-    }
+    // Sizes and reserved timestamps: the checks every write path shares.
+    common::mutation::check_cell(m).map_err(|e| match m.row.len() {
+        0 => Error::InvalidInput(e.to_string()),
+        n => {
+            let row = String::from_utf8_lossy(&m.row[..n.min(40)]);
+            Error::InvalidInput(format!("{e} (row starts {row:?})"))
+        }
+    })?;
     match m.flag {
         CellFlag::DeleteRow if m.family != 0 || !m.qualifier.is_empty() => {
             return Err(Error::InvalidInput(

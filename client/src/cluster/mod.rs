@@ -1513,7 +1513,9 @@ impl Limiter {
             cur.clear();
             cur.extend_from_slice(row);
             self.rows_started += 1;
-            if self.row_limit > 0 && self.rows_started > self.row_offset + self.row_limit {
+            if self.row_limit > 0
+                && self.rows_started > self.row_offset.saturating_add(self.row_limit)
+            {
                 return Verdict::Stop;
             }
         }
@@ -1781,6 +1783,21 @@ mod tests {
                 }
             }
             prop_assert_eq!(got, engine_rule(&cells, &spec));
+        }
+    }
+
+    /// Issue 12: `OFFSET 1 LIMIT 18446744073709551615` returned nothing (offset + limit wrapped).
+    #[test]
+    fn limiter_offset_plus_limit_saturates() {
+        let spec = ScanSpec {
+            row_offset: 1,
+            row_limit: u64::MAX,
+            ..Default::default()
+        };
+        let mut l = Limiter::new(&spec);
+        assert!(matches!(l.judge(b"a"), Verdict::Skip));
+        for row in [&b"b"[..], b"c", b"d"] {
+            assert!(matches!(l.judge(row), Verdict::Take));
         }
     }
 }

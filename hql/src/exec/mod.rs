@@ -17,7 +17,7 @@ use std::sync::Arc;
 use client::{Client, ClientError, CompactionKind};
 
 use crate::ast::{CompactTarget, CompactionType, Statement};
-use crate::load::{LoadContext, load_data};
+use crate::load::{LoadContext, LoadLimits, load_data_with};
 
 /// Why a statement failed. Messages are one line and name the table, family or namespace.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +75,7 @@ pub struct Executor {
     progress: bool,
     /// ht's `--skip-bad-lines`: LOAD DATA INFILE counts, reports and skips bad lines.
     skip_bad_lines: bool,
+    load_limits: LoadLimits,
 }
 
 impl Executor {
@@ -87,6 +88,7 @@ impl Executor {
             stdin_for_load: false,
             progress: false,
             skip_bad_lines: false,
+            load_limits: LoadLimits::default(),
         }
     }
 
@@ -103,6 +105,11 @@ impl Executor {
     /// Makes LOAD DATA INFILE count, report and skip bad lines instead of stopping at the first.
     pub fn set_skip_bad_lines(&mut self, skip: bool) {
         self.skip_bad_lines = skip;
+    }
+
+    /// Bounds LOAD DATA INFILE's input (its longest line).
+    pub fn set_load_limits(&mut self, limits: LoadLimits) {
+        self.load_limits = limits;
     }
 
     /// Lets LOAD DATA INFILE "-" read standard input, and show a progress bar.
@@ -226,7 +233,7 @@ impl Executor {
                         None
                     },
                 };
-                let report = load_data(ctx, l)?;
+                let report = load_data_with(ctx, l, self.load_limits)?;
                 self.summary.report = Some(report);
                 Ok(())
             }

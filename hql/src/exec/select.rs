@@ -1,6 +1,7 @@
 //! SELECT: WHERE predicates and options to a [`ScanSpec`], and the scan's cells to the output,
 //! streamed cell by cell through a buffer so that memory stays bounded.
 
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{BufWriter, Write};
 use std::ops::Bound;
 
@@ -21,16 +22,35 @@ type Intervals<T> = Vec<(Bound<T>, Bound<T>)>;
 pub(super) struct Query {
     pub spec: Option<ScanSpec>,
     /// Column value predicates (ORed), applied per row here.
-    pub filter: Vec<ValueFilter>,
+    pub filter: ValueFilter,
     /// The families the user selected (empty: all), when predicates widened the scan.
     pub output_columns: Vec<ColumnSelector>,
 }
 
-/// One column value predicate, resolved.
+/// The column value predicates of a query (ORed), resolved into sets so that a cell is judged
+/// in about constant time however many predicates there are: exact values in a hash set,
+/// prefixes in a sorted prefix-free set, per family and qualifier.
+#[derive(Default)]
 pub(super) struct ValueFilter {
-    family: u8,
-    qualifier: Option<Vec<u8>>,
-    test: ValueTest,
+    families: HashMap<u8, FamilyTests>,
+}
+
+/// The tests on one family: those on any qualifier and those on one qualifier.
+#[derive(Default)]
+struct FamilyTests {
+    any_qualifier: ValueTests,
+    by_qualifier: HashMap<Vec<u8>, ValueTests>,
+}
+
+/// Value tests, any of which may match.
+#[derive(Default)]
+struct ValueTests {
+    exists: bool,
+    exact: HashSet<Vec<u8>>,
+    /// No member starts with another, so the only member that can be a prefix of a value is
+    /// the greatest one not above it.
+    prefixes: BTreeSet<Vec<u8>>,
+    regexes: Vec<Regex>,
 }
 
 enum ValueTest {
@@ -40,22 +60,80 @@ enum ValueTest {
     Exists,
 }
 
+impl ValueTests {
+    fn add(&mut self, test: ValueTest) {
+        match test {
+            ValueTest::Exists => self.exists = true,
+            ValueTest::Equals(v) => {
+                self.exact.insert(v);
+            }
+            ValueTest::Regex(r) => self.regexes.push(r),
+            ValueTest::Prefix(p) => {
+                if self.has_prefix_of(&p) {
+                    return;
+                }
+                // Longer prefixes that `p` covers go: the set stays prefix-free.
+                let covered: Vec<Vec<u8>> = self
+                    .prefixes
+                    .range::<[u8], _>((Bound::Included(p.as_slice()), Bound::Unbounded))
+                    .take_while(|q| q.starts_with(&p))
+                    .cloned()
+                    .collect();
+                for q in covered {
+                    self.prefixes.remove(&q);
+                }
+                self.prefixes.insert(p);
+            }
+        }
+    }
+
+    fn has_prefix_of(&self, v: &[u8]) -> bool {
+        self.prefixes
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(v)))
+            .next_back()
+            .is_some_and(|p| v.starts_with(p))
+    }
+
+    fn matches(&self, v: &[u8]) -> bool {
+        self.exists
+            || self.exact.contains(v)
+            || self.has_prefix_of(v)
+            || self.regexes.iter().any(|r| r.is_match(v))
+    }
+}
+
 impl ValueFilter {
+    fn add(&mut self, family: u8, qualifier: Option<Vec<u8>>, test: ValueTest) {
+        let f = self.families.entry(family).or_default();
+        match qualifier {
+            None => f.any_qualifier.add(test),
+            Some(q) => f.by_qualifier.entry(q).or_default().add(test),
+        }
+    }
+
+    /// True when there are no predicates.
+    pub fn is_empty(&self) -> bool {
+        self.families.is_empty()
+    }
+
+    /// The families the predicates test, in id order.
+    fn families(&self) -> Vec<u8> {
+        let mut f: Vec<u8> = self.families.keys().copied().collect();
+        f.sort_unstable();
+        f
+    }
+
     fn matches(&self, c: &Cell) -> bool {
-        if c.key.family != self.family || c.key.flag.is_delete() {
+        if c.key.flag.is_delete() {
             return false;
         }
-        if let Some(q) = &self.qualifier
-            && *q != c.key.qualifier
-        {
+        let Some(f) = self.families.get(&c.key.family) else {
             return false;
-        }
-        match &self.test {
-            ValueTest::Equals(v) => c.value == *v,
-            ValueTest::Prefix(p) => c.value.starts_with(p),
-            ValueTest::Regex(r) => r.is_match(&c.value),
-            ValueTest::Exists => true,
-        }
+        };
+        f.any_qualifier.matches(&c.value)
+            || f.by_qualifier
+                .get(c.key.qualifier.as_slice())
+                .is_some_and(|t| t.matches(&c.value))
     }
 }
 
@@ -288,7 +366,7 @@ pub(super) fn build_query(
     };
     let mut rows: Option<Intervals<Vec<u8>>> = None;
     let mut cells: Option<Intervals<CellPos>> = None;
-    let mut filter = Vec::new();
+    let mut filter = ValueFilter::default();
     for p in preds {
         match p {
             Predicate::Row(list) => {
@@ -323,7 +401,7 @@ pub(super) fn build_query(
                     ));
                 }
                 for cp in list {
-                    filter.push(value_filter(s, path, cp)?);
+                    add_value_test(&mut filter, s, path, cp)?;
                 }
             }
         }
@@ -337,9 +415,9 @@ pub(super) fn build_query(
     if !filter.is_empty() && !spec.columns.is_empty() {
         // The predicates' families must be read even when they are not displayed.
         output_columns = spec.columns.clone();
-        for f in &filter {
+        for family in filter.families() {
             spec.columns.push(ColumnSelector {
-                family: f.family,
+                family,
                 qualifier: QualifierMatch::All,
             });
         }
@@ -366,7 +444,12 @@ pub(super) fn build_query(
     })
 }
 
-fn value_filter(s: &TableSchema, path: &str, cp: &ColumnPredicate) -> Result<ValueFilter> {
+fn add_value_test(
+    filter: &mut ValueFilter,
+    s: &TableSchema,
+    path: &str,
+    cp: &ColumnPredicate,
+) -> Result<()> {
     let (col, test) = match cp {
         ColumnPredicate::ValueEquals { column, value } => {
             (column, ValueTest::Equals(value.as_bytes().to_vec()))
@@ -380,11 +463,10 @@ fn value_filter(s: &TableSchema, path: &str, cp: &ColumnPredicate) -> Result<Val
         ),
         ColumnPredicate::Exists(column) => (column, ValueTest::Exists),
     };
-    Ok(ValueFilter {
-        family: family_id(s, path, &col.family)?,
-        qualifier: col.qualifier.as_ref().map(|q| q.as_bytes().to_vec()),
-        test,
-    })
+    let family = family_id(s, path, &col.family)?;
+    let qualifier = col.qualifier.as_ref().map(|q| q.as_bytes().to_vec());
+    filter.add(family, qualifier, test);
+    Ok(())
 }
 
 /// Limits applied here instead of in the scan, when rows are filtered by value predicates.
@@ -516,12 +598,12 @@ fn emit_row(
     w: &mut dyn Write,
     format: &CellFormat,
     families: &[Option<String>],
-    filter: &[ValueFilter],
+    filter: &ValueFilter,
     output_columns: &[ColumnSelector],
     row: &[Cell],
     limits: &mut LocalLimits,
 ) -> Result<()> {
-    if row.is_empty() || !row.iter().any(|c| filter.iter().any(|f| f.matches(c))) {
+    if row.is_empty() || !row.iter().any(|c| filter.matches(c)) {
         return Ok(());
     }
     limits.rows_seen += 1;

@@ -1,7 +1,8 @@
 //! INSERT and DELETE: statements to [`Mutation`]s, checked in full before any is sent.
 
 use common::key::CellFlag;
-use common::{Mutation, TableSchema};
+use common::mutation::{CellError, check_cell};
+use common::{AsMutationRef, Mutation, TableSchema};
 
 use super::{ExecError, Executor, Result, guid};
 use crate::ast::{CellValue, ColumnRef, Delete, DeleteColumns, DeleteTime, Insert, Timestamp};
@@ -18,6 +19,20 @@ fn family_id(s: &TableSchema, path: &str, col: &ColumnRef) -> Result<u8> {
 fn nanos(ts: &Timestamp) -> Result<i64> {
     ts.nanos
         .ok_or_else(|| ExecError::invalid(format!("bad timestamp '{}'", ts.text)))
+}
+
+/// The shared cell checks, before anything is sent: a statement is applied whole or not at all.
+fn check(path: &str, m: &Mutation, ts: Option<&Timestamp>) -> Result<()> {
+    check_cell(&m.as_mutation_ref()).map_err(|e| {
+        let row = String::from_utf8_lossy(&m.row[..m.row.len().min(40)]);
+        let e = match (e, ts) {
+            (CellError::ReservedTimestamp(n), Some(t)) if t.text != n.to_string() => {
+                format!("{} (written '{}')", CellError::ReservedTimestamp(n), t.text)
+            }
+            (e, _) => e.to_string(),
+        };
+        ExecError::invalid(format!("'{path}', row '{row}': {e}; nothing was written"))
+    })
 }
 
 fn value(v: &CellValue) -> Vec<u8> {
@@ -46,6 +61,7 @@ pub(super) fn insert(ex: &mut Executor, ins: &Insert) -> Result<()> {
             value(&v.value),
         );
         m.timestamp = v.timestamp.as_ref().map(nanos).transpose()?;
+        check(&path, &m, v.timestamp.as_ref())?;
         cells.push(m);
     }
     let mut mutator = ex.client.mutator(&path)?;
@@ -72,7 +88,13 @@ pub(super) fn delete(ex: &mut Executor, d: &Delete) -> Result<()> {
                 Some(DeleteTime::Timestamp(ts)) => Some(nanos(ts)?),
                 _ => None,
             };
-            cells.push(Mutation::delete(CellFlag::DeleteRow, row, 0, "", ts));
+            let m = Mutation::delete(CellFlag::DeleteRow, row, 0, "", ts);
+            let written = match t {
+                Some(DeleteTime::Timestamp(ts)) => Some(ts),
+                _ => None,
+            };
+            check(&path, &m, written)?;
+            cells.push(m);
         }
         (DeleteColumns::List(cols), t) => {
             for c in cols {
@@ -103,6 +125,11 @@ pub(super) fn delete(ex: &mut Executor, d: &Delete) -> Result<()> {
                         Some(nanos(ts)?),
                     ),
                 };
+                let written = match t {
+                    Some(DeleteTime::Timestamp(ts) | DeleteTime::Version(ts)) => Some(ts),
+                    None => None,
+                };
+                check(&path, &m, written)?;
                 cells.push(m);
             }
         }

@@ -5,8 +5,9 @@
 
 use std::collections::HashMap;
 
-use common::Mutation;
 use common::key::CellFlag;
+use common::mutation::check_cell;
+use common::{AsMutationRef, Mutation};
 
 use crate::ast::{Justify, KeyFormat, LoadOptions};
 
@@ -247,6 +248,8 @@ pub struct LineParser {
     ignore_unknown: bool,
     uniquify_chars: u32,
     rng: u64,
+    /// The longest line accepted, without its `\n`.
+    max_line_bytes: usize,
 }
 
 impl LineParser {
@@ -256,8 +259,10 @@ impl LineParser {
         opts: &LoadOptions,
         families: Families,
         seed: u64,
+        max_line_bytes: usize,
     ) -> Self {
         Self {
+            max_line_bytes,
             layout,
             sep,
             escape: !opts.no_escape,
@@ -283,7 +288,15 @@ impl LineParser {
         let mut fields: Vec<&[u8]> = Vec::new();
         for (index, line) in lines(chunk).enumerate() {
             let before = out.cells.len();
-            match self.parse_line(line, &mut fields, &mut out) {
+            let parsed = self.parse_line(line, &mut fields, &mut out).and_then(|()| {
+                // The engine's own checks, here so that a cell it would refuse is a bad line
+                // (named, skippable) instead of a failed write of a whole batch.
+                out.cells[before..]
+                    .iter()
+                    .try_for_each(|m| check_cell(&m.as_mutation_ref()))
+                    .map_err(|e| e.to_string())
+            });
+            match parsed {
                 Ok(()) => out.cells_per_line.push((out.cells.len() - before) as u32),
                 Err(e) => {
                     out.cells.truncate(before);
@@ -304,6 +317,13 @@ impl LineParser {
         fields: &mut Vec<&'l [u8]>,
         out: &mut ParsedLines,
     ) -> Result<(), LineError> {
+        if line.len() > self.max_line_bytes {
+            return Err(format!(
+                "line of {} bytes is longer than {} bytes",
+                line.len(),
+                self.max_line_bytes
+            ));
+        }
         let line = trim_eol(line);
         if line.is_empty() {
             return Ok(());
@@ -621,7 +641,8 @@ fn split_into<'a>(line: &'a [u8], sep: &[u8], out: &mut Vec<&'a [u8]>) {
     }
 }
 
-/// `\n \t \0 \\` to newline, tab, NUL and backslash; other backslashes stay.
+/// `\n \r \t \0 \\` to newline, carriage return, tab, NUL and backslash; other backslashes
+/// stay.
 pub fn unescape_cow(raw: &[u8], escape: bool) -> std::borrow::Cow<'_, [u8]> {
     if !escape || memchr::memchr(b'\\', raw).is_none() {
         return std::borrow::Cow::Borrowed(raw);
@@ -633,6 +654,7 @@ pub fn unescape_cow(raw: &[u8], escape: bool) -> std::borrow::Cow<'_, [u8]> {
         if b == b'\\' && i + 1 < raw.len() {
             let mapped = match raw[i + 1] {
                 b'n' => Some(b'\n'),
+                b'r' => Some(b'\r'),
                 b't' => Some(b'\t'),
                 b'0' => Some(0),
                 b'\\' => Some(b'\\'),
@@ -650,12 +672,14 @@ pub fn unescape_cow(raw: &[u8], escape: bool) -> std::borrow::Cow<'_, [u8]> {
     std::borrow::Cow::Owned(out)
 }
 
-/// The inverse of [`unescape_cow`]: backslash, newline, tab and NUL written as `\\ \n \t \0`.
+/// The inverse of [`unescape_cow`]: backslash, newline, carriage return, tab and NUL written as
+/// `\\ \n \r \t \0`. A carriage return is escaped because the loader drops one that ends a
+/// line (CRLF input): unescaped, a value or row ending in `\r` would lose it on the way back.
 pub fn escape_into(raw: &[u8], out: &mut Vec<u8>) {
     escape_write(raw, out).expect("writing to a Vec cannot fail");
 }
 
-/// Writes `raw` with backslash, newline, tab and NUL escaped, in runs between escapes: the one
+/// Writes `raw` with backslash, newline, carriage return, tab and NUL escaped, in runs between escapes: the one
 /// escaping routine of SELECT output, DUMP TABLE and LOAD ... INTO FILE.
 pub fn escape_write<W: std::io::Write + ?Sized>(raw: &[u8], w: &mut W) -> std::io::Result<()> {
     let mut start = 0;
@@ -663,6 +687,7 @@ pub fn escape_write<W: std::io::Write + ?Sized>(raw: &[u8], w: &mut W) -> std::i
         let esc: &[u8] = match b {
             b'\\' => b"\\\\",
             b'\n' => b"\\n",
+            b'\r' => b"\\r",
             b'\t' => b"\\t",
             0 => b"\\0",
             _ => continue,

@@ -18,9 +18,6 @@ use super::sink::Sink;
 /// Bad lines whose messages are kept for the report.
 pub const BAD_LINE_SAMPLES: usize = 10;
 
-/// The longest line accepted: bounds the memory one line can take.
-pub const MAX_LINE_BYTES: usize = 256 << 20;
-
 /// How to run the pipeline.
 pub struct Pipeline<'a> {
     /// The file name as the user wrote it, for messages.
@@ -31,6 +28,9 @@ pub struct Pipeline<'a> {
     pub parser_threads: usize,
     pub chunk_bytes: usize,
     pub max_chunks_in_flight: usize,
+    /// The longest line accepted (without its `\n`): bounds the memory one line can take. A
+    /// longer line is a bad line; the reader passes over it without keeping it.
+    pub max_line_bytes: usize,
     /// Called by the reader after each chunk (progress display).
     pub on_chunk: &'a (dyn Fn() + Sync),
 }
@@ -60,13 +60,37 @@ pub struct Failure {
 
 struct Chunk {
     seq: u64,
+    /// Whole lines.
     data: Vec<u8>,
+    /// After them, a line longer than `max_line_bytes` that was not kept.
+    overlong: Option<Overlong>,
+}
+
+/// A line the reader did not keep because it was longer than the limit.
+#[derive(Debug, Clone, Copy)]
+struct Overlong {
+    /// Its length as far as it was read: all of it when the reader passed over it (bad lines
+    /// skipped), else the bytes read before it stopped.
+    bytes: u64,
+    /// Whether all of it was read.
+    whole: bool,
 }
 
 struct Parsed {
     seq: u64,
     buf: Vec<u8>,
     lines: ParsedLines,
+    overlong: Option<Overlong>,
+}
+
+/// How a chunk read from the input ends.
+enum ChunkEnd {
+    /// At the end of the input.
+    Eof,
+    /// At `cut`, after a whole line; the bytes after it start the next line.
+    Cut(usize),
+    /// At `cut`, after a whole line; the bytes after it start a line longer than the limit.
+    Overlong(usize),
 }
 
 impl Pipeline<'_> {
@@ -133,8 +157,9 @@ impl Pipeline<'_> {
         })
     }
 
-    /// Cuts the input into chunks of whole lines; stops at the end, on an error, or when the
-    /// inserter has stopped (no more tokens).
+    /// Cuts the input into chunks of whole lines; stops at the end, on an error, at a line
+    /// longer than the limit (unless bad lines are skipped: then it passes over the line), or
+    /// when the inserter has stopped (no more tokens).
     fn read_loop(
         &self,
         src: &mut dyn BufRead,
@@ -142,6 +167,7 @@ impl Pipeline<'_> {
         work: &SyncSender<Chunk>,
         tokens: &Receiver<Vec<u8>>,
     ) -> std::io::Result<()> {
+        // The start of a line not yet ended: never longer than the limit.
         let mut carry = prefix;
         let mut seq = 0;
         loop {
@@ -150,27 +176,45 @@ impl Pipeline<'_> {
             };
             buf.clear();
             buf.append(&mut carry);
-            let eof = fill_chunk(src, &mut buf, self.chunk_bytes)?;
-            if !eof {
-                // Keep the partial last line for the next chunk.
-                let cut = match memchr::memrchr(b'\n', &buf) {
-                    Some(i) => i + 1,
-                    None => {
-                        return Err(std::io::Error::new(
-                            std::io::ErrorKind::InvalidData,
-                            format!("a line is longer than {MAX_LINE_BYTES} bytes"),
-                        ));
-                    }
-                };
-                carry.extend_from_slice(&buf[cut..]);
-                buf.truncate(cut);
+            let end = fill_chunk(src, &mut buf, self.chunk_bytes, self.max_line_bytes)?;
+            let mut overlong = None;
+            let mut last = false;
+            match end {
+                ChunkEnd::Eof => last = true,
+                ChunkEnd::Cut(cut) => {
+                    carry.extend_from_slice(&buf[cut..]);
+                    buf.truncate(cut);
+                }
+                ChunkEnd::Overlong(cut) => {
+                    let mut bytes = (buf.len() - cut) as u64;
+                    buf.truncate(cut);
+                    let whole = if self.skip_bad_lines {
+                        let (passed, eof) = pass_line(src)?;
+                        bytes += passed;
+                        last = eof;
+                        true
+                    } else {
+                        // The load stops at this line: read no further.
+                        last = true;
+                        false
+                    };
+                    overlong = Some(Overlong { bytes, whole });
+                }
             }
             (self.on_chunk)();
-            if !buf.is_empty() && work.send(Chunk { seq, data: buf }).is_err() {
-                return Ok(());
+            if !buf.is_empty() || overlong.is_some() {
+                let chunk = Chunk {
+                    seq,
+                    data: buf,
+                    overlong,
+                };
+                if work.send(chunk).is_err() {
+                    return Ok(());
+                }
+                // Numbered as sent: the inserter waits for every number.
+                seq += 1;
             }
-            seq += 1;
-            if eof {
+            if last {
                 return Ok(());
             }
         }
@@ -196,7 +240,7 @@ impl Pipeline<'_> {
             pending.insert(p.seq, p);
             while let Some(p) = pending.remove(&next) {
                 next += 1;
-                ins.chunk(p.lines)?;
+                ins.chunk(p.lines, p.overlong)?;
                 // The reader may be gone already; then nobody needs the buffer.
                 let _ = tokens.send(p.buf);
             }
@@ -211,24 +255,59 @@ impl Pipeline<'_> {
     }
 }
 
-/// Reads until `buf` holds `chunk_bytes` or the input ends; true at the end.
+/// Reads onto `buf` (which holds the start of a line, no `\n`) until it holds `chunk_bytes` and
+/// ends in a whole line, the input ends, or its last line grows longer than `max_line_bytes`.
+/// Memory stays below `chunk_bytes + max_line_bytes` plus one read.
 fn fill_chunk(
     src: &mut dyn BufRead,
     buf: &mut Vec<u8>,
     chunk_bytes: usize,
-) -> std::io::Result<bool> {
+    max_line_bytes: usize,
+) -> std::io::Result<ChunkEnd> {
+    // Where the last, unfinished line of `buf` starts; bytes before `scanned` hold no newline
+    // after it.
+    let mut line_start = 0;
+    let mut scanned = buf.len();
     loop {
         let want = chunk_bytes.saturating_sub(buf.len()).max(64 << 10);
         let got =
             std::io::Read::read_to_end(&mut std::io::Read::take(&mut *src, want as u64), buf)?;
+        if let Some(i) = memchr::memrchr(b'\n', &buf[scanned..]) {
+            line_start = scanned + i + 1;
+        }
+        scanned = buf.len();
         if got < want {
-            return Ok(true);
+            // A last line longer than the limit is the parser's to refuse.
+            return Ok(ChunkEnd::Eof);
         }
-        if buf.len() >= chunk_bytes && memchr::memrchr(b'\n', buf).is_some() {
-            return Ok(false);
+        if buf.len() - line_start > max_line_bytes {
+            return Ok(ChunkEnd::Overlong(line_start));
         }
-        if buf.len() > MAX_LINE_BYTES {
-            return Ok(false);
+        if buf.len() >= chunk_bytes && line_start > 0 {
+            return Ok(ChunkEnd::Cut(line_start));
+        }
+    }
+}
+
+/// Reads past the rest of a line, keeping none of it: the bytes passed (its `\n` not counted)
+/// and whether the input ended.
+fn pass_line(src: &mut dyn BufRead) -> std::io::Result<(u64, bool)> {
+    let mut passed = 0u64;
+    loop {
+        let avail = src.fill_buf()?;
+        if avail.is_empty() {
+            return Ok((passed, true));
+        }
+        match memchr::memchr(b'\n', avail) {
+            Some(i) => {
+                src.consume(i + 1);
+                return Ok((passed + i as u64, false));
+            }
+            None => {
+                let n = avail.len();
+                src.consume(n);
+                passed += n as u64;
+            }
         }
     }
 }
@@ -252,6 +331,7 @@ fn parse_loop(
             seq: chunk.seq,
             buf: chunk.data,
             lines,
+            overlong: chunk.overlong,
         };
         if done.send(parsed).is_err() {
             return;
@@ -271,7 +351,7 @@ struct Inserter<'a, 'p> {
 }
 
 impl Inserter<'_, '_> {
-    fn chunk(&mut self, parsed: ParsedLines) -> Result<(), Failure> {
+    fn chunk(&mut self, parsed: ParsedLines, overlong: Option<Overlong>) -> Result<(), Failure> {
         let ParsedLines {
             cells,
             cells_per_line,
@@ -303,15 +383,40 @@ impl Inserter<'_, '_> {
                 let msg = format!("{}: line {at}: {what}", self.pipeline.source_name);
                 return Err(self.failure(msg, Some(at)));
             }
-            self.out.bad_lines += 1;
-            if self.out.bad_samples.len() < BAD_LINE_SAMPLES {
-                self.out
-                    .bad_samples
-                    .push(format!("{}: line {at}: {what}", self.pipeline.source_name));
+            self.bad_line(at, what);
+        }
+        if let Some(o) = overlong {
+            let at = self.line + 1;
+            let max = self.pipeline.max_line_bytes;
+            let what = if o.whole {
+                format!("line of {} bytes is longer than {max} bytes", o.bytes)
+            } else {
+                format!("line is longer than {max} bytes")
+            };
+            if !self.pipeline.skip_bad_lines {
+                if let Err(e) = self.sink.flush() {
+                    return Err(self.failure(format!("writing failed: {e}"), None));
+                }
+                let msg = format!("{}: line {at}: {what}", self.pipeline.source_name);
+                return Err(self.failure(msg, Some(at)));
             }
+            self.bad_line(at, &what);
+            self.line += 1;
+            self.out.lines += 1;
+            self.unflushed.push_back((self.line, self.out.cells));
         }
         self.advance_committed();
         Ok(())
+    }
+
+    /// Counts a skipped bad line, keeping the first few messages.
+    fn bad_line(&mut self, at: u64, what: &str) {
+        self.out.bad_lines += 1;
+        if self.out.bad_samples.len() < BAD_LINE_SAMPLES {
+            self.out
+                .bad_samples
+                .push(format!("{}: line {at}: {what}", self.pipeline.source_name));
+        }
     }
 
     fn advance_committed(&mut self) {

@@ -226,7 +226,9 @@ impl<I: CellIter> SpecFilter<I> {
             if !self.row_counted {
                 self.row_counted = true;
                 self.rows_started += 1;
-                if self.row_limit > 0 && self.rows_started > self.row_offset + self.row_limit {
+                if self.row_limit > 0
+                    && self.rows_started > self.row_offset.saturating_add(self.row_limit)
+                {
                     self.current = None;
                     continue;
                 }
