@@ -479,6 +479,29 @@ pub fn stop(args: DirArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Why the cluster of `file` cannot be running, judged from its recorded processes alone:
+/// none recorded (`ht stop` clears them), every one exited, or no Hyperspace replica left.
+fn not_running(file: &ClusterFile) -> Option<String> {
+    let procs = &file.processes;
+    if procs.is_empty() {
+        return Some("no process is recorded in its cluster file (stopped)".into());
+    }
+    if !procs.iter().any(|p| alive(p.pid)) {
+        return Some(format!(
+            "all {} recorded processes have exited",
+            procs.len()
+        ));
+    }
+    let replicas: Vec<&Proc> = procs.iter().filter(|p| p.role == "hyperspace").collect();
+    if !replicas.is_empty() && !replicas.iter().any(|p| alive(p.pid)) {
+        return Some(format!(
+            "all {} Hyperspace replicas have exited",
+            replicas.len()
+        ));
+    }
+    None
+}
+
 pub fn status(args: DirArgs) -> anyhow::Result<()> {
     let dir = &args.data_dir;
     let file = ClusterFile::read(dir)?;
@@ -488,6 +511,13 @@ pub fn status(args: DirArgs) -> anyhow::Result<()> {
             p.name,
             p.pid,
             if alive(p.pid) { "running" } else { "EXITED" }
+        );
+    }
+    // Connecting to replicas that are not there would wait out the Hyperspace request timeout.
+    if let Some(why) = not_running(&file) {
+        bail!(
+            "the cluster in {} is not running: {why} (start it with `ht start --data-dir {0}`)",
+            dir.display()
         );
     }
     let client = connect(dir)?;

@@ -17,7 +17,7 @@ use crate::serve_cmd::{RangeserverArgs, wait_for_signal};
 pub struct MasterArgs {
     /// Address to serve on once this master is active.
     #[arg(long, default_value = "127.0.0.1:0")]
-    listen: SocketAddr,
+    pub(crate) listen: SocketAddr,
     /// The Hyperspace replicas (comma-separated).
     #[arg(long, value_delimiter = ',', required = true)]
     hyperspace: Vec<SocketAddr>,

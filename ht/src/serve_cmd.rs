@@ -127,6 +127,8 @@ pub fn run(cmd: ServeCommand) -> anyhow::Result<()> {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+    // Outgoing connections leave from the interface this process serves on (docs/formats/rpc.md).
+    rpc::set_local_ip(listen_addr(&cmd)?.ip());
     match cmd {
         ServeCommand::Hyperspace(args) => serve_hyperspace(args),
         ServeCommand::DfsBroker(args) => serve_dfs_broker(args),
@@ -137,6 +139,29 @@ pub fn run(cmd: ServeCommand) -> anyhow::Result<()> {
         ServeCommand::Master(args) => crate::serve_cluster::master(args),
         ServeCommand::ChunkfsMeta(args) => chunkfs_serve::serve_meta(args),
         ServeCommand::Chunkserver(args) => chunkfs_serve::serve_chunk(args),
+    }
+}
+
+/// The address the role of `cmd` serves on.
+fn listen_addr(cmd: &ServeCommand) -> anyhow::Result<SocketAddr> {
+    Ok(match cmd {
+        ServeCommand::Hyperspace(args) => hyperspace_listen(args)?,
+        ServeCommand::DfsBroker(args) => args.listen,
+        ServeCommand::Rangeserver(args) => args.listen,
+        ServeCommand::Master(args) => args.listen,
+        ServeCommand::ChunkfsMeta(args) => args.listen,
+        ServeCommand::Chunkserver(args) => args.listen,
+    })
+}
+
+/// A replica's address: `--listen`, or its own in `--peers`.
+fn hyperspace_listen(args: &HyperspaceArgs) -> anyhow::Result<SocketAddr> {
+    match args.listen {
+        Some(a) => Ok(a),
+        None => Ok(parse_peers(&args.peers)?
+            .get(&args.id)
+            .with_context(|| format!("--listen not given and id {} not in --peers", args.id))?
+            .parse()?),
     }
 }
 
@@ -220,13 +245,7 @@ fn serve_rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
 
 fn serve_hyperspace(args: HyperspaceArgs) -> anyhow::Result<()> {
     let peers = parse_peers(&args.peers)?;
-    let listen = match args.listen {
-        Some(a) => a,
-        None => peers
-            .get(&args.id)
-            .with_context(|| format!("--listen not given and id {} not in --peers", args.id))?
-            .parse()?,
-    };
+    let listen = hyperspace_listen(&args)?;
     let mut node = NodeConfig::new(
         args.id,
         args.data_dir.join("hyperspace").join(args.id.to_string()),
@@ -286,7 +305,7 @@ mod chunkfs_serve {
     pub struct MetaArgs {
         /// Address to listen on.
         #[arg(long, default_value = "127.0.0.1:38040")]
-        listen: SocketAddr,
+        pub(crate) listen: SocketAddr,
         /// The cluster data directory (credentials `chunkfs-meta` in `<dir>/tls`).
         #[arg(long = "data-dir", default_value = "./ht-data")]
         data_dir: PathBuf,
@@ -326,7 +345,7 @@ mod chunkfs_serve {
     pub struct ChunkArgs {
         /// Address to listen on (also the server's identity at the metadata server).
         #[arg(long, default_value = "127.0.0.1:38050")]
-        listen: SocketAddr,
+        pub(crate) listen: SocketAddr,
         /// The cluster data directory (credentials `chunkserver` in `<dir>/tls`).
         #[arg(long = "data-dir", default_value = "./ht-data")]
         data_dir: PathBuf,

@@ -82,6 +82,10 @@ pub enum ClientError {
     /// No replica answered within the request timeout.
     #[error("hyperspace {op}: unavailable: {detail}")]
     Unavailable { op: &'static str, detail: String },
+    /// Every replica refused the TLS handshake for good (credentials of another cluster, a
+    /// wrong name): fix the credentials or the addresses; retrying cannot help.
+    #[error("hyperspace {op}: refused: {detail}")]
+    Refused { op: &'static str, detail: String },
     /// The session is gone; make a new client.
     #[error("hyperspace session {0} expired")]
     SessionExpired(u64),
@@ -110,6 +114,9 @@ pub enum AttemptError {
     },
     /// Do not retry.
     Fatal(String),
+    /// The replica refused the TLS handshake for good ([`RpcError::Refused`]); another replica
+    /// may still be tried.
+    Refused(String),
 }
 
 /// How a client reaches the replicas: over `rpc`, or to a replica in the same process.
@@ -226,6 +233,8 @@ pub struct RemoteChannel {
     clients: tokio::sync::Mutex<HashMap<SocketAddr, Arc<rpc::Client>>>,
     leader: Mutex<Option<SocketAddr>>,
     suspects: Mutex<HashMap<SocketAddr, Instant>>,
+    /// Replicas that refused the TLS handshake, and until when that is believed.
+    refusals: Mutex<HashMap<SocketAddr, Instant>>,
     next: AtomicU64,
 }
 
@@ -242,15 +251,59 @@ impl RemoteChannel {
             clients: tokio::sync::Mutex::new(HashMap::new()),
             leader: Mutex::new(None),
             suspects: Mutex::new(HashMap::new()),
+            refusals: Mutex::new(HashMap::new()),
             next: AtomicU64::new(0),
         }
     }
 
     fn is_suspect(&self, addr: &SocketAddr) -> bool {
+        let now = Instant::now();
         self.suspects
             .lock()
             .get(addr)
-            .is_some_and(|until| *until > Instant::now())
+            .is_some_and(|until| *until > now)
+            || self
+                .refusals
+                .lock()
+                .get(addr)
+                .is_some_and(|until| *until > now)
+    }
+
+    /// Records that `tried` refused the TLS handshake (believed for a request timeout); the
+    /// refusal is the request's answer once every replica has refused, else another is tried.
+    fn refused(&self, tried: SocketAddr, detail: String) -> AttemptError {
+        let now = Instant::now();
+        let mut refusals = self.refusals.lock();
+        refusals.insert(tried, now + self.options.request_timeout);
+        let everywhere = self
+            .replicas
+            .iter()
+            .all(|a| refusals.get(a).is_some_and(|until| *until > now));
+        if everywhere {
+            AttemptError::Refused(detail)
+        } else {
+            AttemptError::Retry {
+                leader: None,
+                detail,
+            }
+        }
+    }
+
+    /// Settles one attempt on `addr`: remembers the leader or what failed.
+    async fn settle<T>(
+        &self,
+        addr: SocketAddr,
+        result: Result<T, AttemptError>,
+    ) -> Result<T, AttemptError> {
+        let result = match result {
+            Err(AttemptError::Refused(detail)) => Err(self.refused(addr, detail)),
+            other => other,
+        };
+        match &result {
+            Ok(_) => *self.leader.lock() = Some(addr),
+            Err(e) => self.note(addr, e).await,
+        }
+        result
     }
 
     /// The replica to try: the known leader, else the next in turn that is not suspect.
@@ -280,7 +333,7 @@ impl RemoteChannel {
                 Ok(a) if a != tried && !self.is_suspect(&a) => Some(a),
                 _ => None,
             },
-            AttemptError::Retry { leader: None, .. } => {
+            AttemptError::Retry { leader: None, .. } | AttemptError::Refused(_) => {
                 // Unreachable, timed out or busy: start afresh with this replica later.
                 self.suspects
                     .lock()
@@ -343,7 +396,9 @@ impl RemoteChannel {
 }
 
 fn rpc_attempt_error(e: &RpcError) -> AttemptError {
-    if e.is_retryable() || e.is_timeout() {
+    if e.is_refused() {
+        AttemptError::Refused(e.to_string())
+    } else if e.is_retryable() || e.is_timeout() {
         AttemptError::Retry {
             leader: None,
             detail: e.to_string(),
@@ -378,11 +433,7 @@ impl Channel for RemoteChannel {
             Ok(response)
         }
         .await;
-        match &result {
-            Ok(_) => *self.leader.lock() = Some(addr),
-            Err(e) => self.note(addr, e).await,
-        }
-        result
+        self.settle(addr, result).await
     }
 
     async fn keep_alive(
@@ -407,11 +458,7 @@ impl Channel for RemoteChannel {
             Ok(reply)
         }
         .await;
-        match &result {
-            Ok(_) => *self.leader.lock() = Some(addr),
-            Err(e) => self.note(addr, e).await,
-        }
-        result
+        self.settle(addr, result).await
     }
 
     async fn status(&self, deadline: Duration) -> Result<StatusReply, AttemptError> {
@@ -897,9 +944,15 @@ impl Hyperspace {
             .channel
             .status(self.inner.options.attempt_timeout)
             .await
-            .map_err(|e| ClientError::Unavailable {
-                op: "status",
-                detail: format!("{e:?}"),
+            .map_err(|e| match e {
+                AttemptError::Refused(detail) => ClientError::Refused {
+                    op: "status",
+                    detail,
+                },
+                e => ClientError::Unavailable {
+                    op: "status",
+                    detail: format!("{e:?}"),
+                },
             })
     }
 
@@ -947,6 +1000,9 @@ async fn run_attempts(
             Ok(response) => return Ok(response),
             Err(AttemptError::Fatal(detail)) => {
                 return Err(ClientError::Unavailable { op, detail });
+            }
+            Err(AttemptError::Refused(detail)) => {
+                return Err(ClientError::Refused { op, detail });
             }
             Err(AttemptError::Retry { leader, detail }) => {
                 if Instant::now() >= deadline {

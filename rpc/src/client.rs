@@ -3,15 +3,19 @@
 //! The connection is set up by [`Client::connect`] and set up again on the next call if it was
 //! lost. Calls in flight are bounded by the server's stream limit: past it, a call waits for a
 //! free stream (within its deadline).
+//!
+//! Each client has its own UDP endpoint; which local address it binds is [`bind_addr`]'s rule:
+//! a process that serves binds its clients to the IP it listens on ([`set_local_ip`]).
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::RwLock;
 use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 
-use crate::error::RpcError;
+use crate::error::{RpcError, tls_refusal};
 use crate::frame::{self, FrameError, RequestEnvelope, ResponseEnvelope};
 use crate::retry::{RetryPolicy, retry};
 use crate::tls::ClusterCredentials;
@@ -34,6 +38,53 @@ impl Default for ClientOptions {
             idle_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
         }
+    }
+}
+
+/// The IP this process serves on, which its outgoing endpoints bind ([`set_local_ip`]).
+static LOCAL_IP: RwLock<Option<IpAddr>> = RwLock::new(None);
+
+/// Makes this process's outgoing endpoints bind `ip` (port 0) from now on: a server process
+/// calls it with the IP it listens on, so that its peers see its connections come from the
+/// address they know it by, and it opens no socket on other interfaces. An unspecified IP
+/// (`0.0.0.0`, `::`) sets nothing better than the default.
+pub fn set_local_ip(ip: IpAddr) {
+    let mut slot = LOCAL_IP
+        .write()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    *slot = (!ip.is_unspecified()).then_some(ip);
+}
+
+/// The IP set by [`set_local_ip`], if any.
+pub fn local_ip() -> Option<IpAddr> {
+    *LOCAL_IP
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The local address of an outgoing endpoint to `dest` (always port 0), given the IP this
+/// process serves on (`local`):
+/// - `local`, if it is of `dest`'s family and can reach it (a loopback IP reaches only
+///   loopback destinations);
+/// - otherwise, for a loopback `dest`, the loopback IP of its family (the socket is then not
+///   reachable from other hosts, and the kernel would pick that source anyway);
+/// - otherwise the unspecified IP of `dest`'s family (the kernel picks the source by route).
+pub fn bind_addr(dest: SocketAddr, local: Option<IpAddr>) -> SocketAddr {
+    let dest_ip = dest.ip();
+    match local {
+        Some(ip)
+            if !ip.is_unspecified()
+                && ip.is_ipv4() == dest_ip.is_ipv4()
+                && (!ip.is_loopback() || dest_ip.is_loopback()) =>
+        {
+            (ip, 0).into()
+        }
+        _ => match (dest_ip.is_ipv6(), dest_ip.is_loopback()) {
+            (false, true) => (Ipv4Addr::LOCALHOST, 0).into(),
+            (true, true) => (Ipv6Addr::LOCALHOST, 0).into(),
+            (false, false) => (Ipv4Addr::UNSPECIFIED, 0).into(),
+            (true, false) => (Ipv6Addr::UNSPECIFIED, 0).into(),
+        },
     }
 }
 
@@ -67,11 +118,7 @@ impl Client {
         config: quinn::ClientConfig,
         options: ClientOptions,
     ) -> Result<Self, RpcError> {
-        let bind: SocketAddr = if addr.is_ipv6() {
-            (Ipv6Addr::UNSPECIFIED, 0).into()
-        } else {
-            (Ipv4Addr::UNSPECIFIED, 0).into()
-        };
+        let bind = bind_addr(addr, local_ip());
         let endpoint = quinn::Endpoint::client(bind)
             .map_err(|source| RpcError::Endpoint { addr: bind, source })?;
         let client = Self {
@@ -109,13 +156,11 @@ impl Client {
                 Err(source) => Err(self.frame_error(method, source)),
             }
         };
-        tokio::time::timeout(deadline, attempt)
-            .await
-            .map_err(|_| RpcError::Timeout {
-                peer: self.peer,
-                method: method.to_string(),
-                deadline,
-            })?
+        match tokio::time::timeout(deadline, attempt).await {
+            Ok(Ok(reply)) => Ok(reply),
+            Ok(Err(e)) => Err(self.refusal_or(e).await),
+            Err(_) => Err(self.timeout(method, deadline)),
+        }
     }
 
     /// Calls `method`, an idempotent one, retrying retryable failures per `policy`.
@@ -161,7 +206,8 @@ impl Client {
         })
         .await;
         let recv = match opened {
-            Ok(recv) => recv?,
+            Ok(Ok(recv)) => recv,
+            Ok(Err(e)) => return Err(self.refusal_or(e).await),
             Err(_) => return Err(self.timeout(method, deadline)),
         };
         Ok(ResponseStream {
@@ -199,7 +245,11 @@ impl Client {
         let connecting = self
             .endpoint
             .connect_with(self.config.clone(), self.peer, &self.server_name)
-            .map_err(|e| connect_err(e.to_string()))?;
+            .map_err(|e| match e {
+                // No certificate can ever match a name that is not a valid TLS server name.
+                quinn::ConnectError::InvalidServerName(_) => self.refused(e.to_string()),
+                e => connect_err(e.to_string()),
+            })?;
         let conn = tokio::time::timeout(self.options.connect_timeout, connecting)
             .await
             .map_err(|_| {
@@ -208,9 +258,39 @@ impl Client {
                     self.options.connect_timeout.as_millis()
                 ))
             })?
-            .map_err(|e| connect_err(e.to_string()))?;
+            .map_err(|e| match tls_refusal(&e) {
+                Some(detail) => self.refused(detail),
+                None => connect_err(e.to_string()),
+            })?;
         *slot = Some(conn.clone());
         Ok(conn)
+    }
+
+    /// `e`, or the refusal that caused it: a server that does not accept this node's
+    /// certificate closes the connection only after this side finished its handshake, so the
+    /// refusal shows as a failed first call.
+    async fn refusal_or(&self, e: RpcError) -> RpcError {
+        if !e.is_retryable() {
+            return e;
+        }
+        let closed = self
+            .conn
+            .lock()
+            .await
+            .as_ref()
+            .and_then(|c| c.close_reason());
+        match closed.as_ref().and_then(tls_refusal) {
+            Some(detail) => self.refused(detail),
+            None => e,
+        }
+    }
+
+    fn refused(&self, detail: String) -> RpcError {
+        RpcError::Refused {
+            peer: self.peer,
+            server_name: self.server_name.clone(),
+            detail,
+        }
     }
 
     /// Opens a stream and writes the request; the send side is left open for the caller to finish.
@@ -337,5 +417,57 @@ impl ResponseStream {
             out.push(message);
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().expect("socket address")
+    }
+
+    fn ip(s: &str) -> IpAddr {
+        s.parse().expect("ip")
+    }
+
+    #[test]
+    fn bind_addr_prefers_the_listen_ip_it_can_use() {
+        // A server listening on an IP binds its clients to it, for loopback and other peers.
+        assert_eq!(
+            bind_addr(addr("127.0.0.1:7000"), Some(ip("127.0.0.2"))),
+            addr("127.0.0.2:0")
+        );
+        assert_eq!(
+            bind_addr(addr("10.1.2.3:7000"), Some(ip("10.1.2.4"))),
+            addr("10.1.2.4:0")
+        );
+        assert_eq!(
+            bind_addr(addr("127.0.0.1:7000"), Some(ip("10.1.2.4"))),
+            addr("10.1.2.4:0")
+        );
+        assert_eq!(
+            bind_addr(addr("[fd00::1]:7000"), Some(ip("fd00::2"))),
+            addr("[fd00::2]:0")
+        );
+        // A loopback IP cannot reach another host; another family cannot be bound at all.
+        assert_eq!(
+            bind_addr(addr("10.1.2.3:7000"), Some(ip("127.0.0.1"))),
+            addr("0.0.0.0:0")
+        );
+        assert_eq!(
+            bind_addr(addr("[fd00::1]:7000"), Some(ip("10.1.2.4"))),
+            addr("[::]:0")
+        );
+        // Nothing better known: loopback for loopback, else the family's unspecified IP.
+        assert_eq!(bind_addr(addr("127.0.0.1:7000"), None), addr("127.0.0.1:0"));
+        assert_eq!(bind_addr(addr("[::1]:7000"), None), addr("[::1]:0"));
+        assert_eq!(bind_addr(addr("10.1.2.3:7000"), None), addr("0.0.0.0:0"));
+        assert_eq!(
+            bind_addr(addr("10.1.2.3:7000"), Some(ip("0.0.0.0"))),
+            addr("0.0.0.0:0")
+        );
+        assert_eq!(bind_addr(addr("[fd00::1]:7000"), None), addr("[::]:0"));
     }
 }

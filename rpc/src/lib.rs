@@ -11,7 +11,9 @@ pub mod retry;
 pub mod server;
 pub mod tls;
 
-pub use client::{Client, ClientOptions, ResponseStream};
+/// The payload type of calls and streams, for services written outside this crate.
+pub use bytes::Bytes;
+pub use client::{Client, ClientOptions, ResponseStream, bind_addr, local_ip, set_local_ip};
 pub use error::RpcError;
 pub use retry::{RetryPolicy, retry};
 pub use server::{PeerInfo, STALLED_READER, Server, ServerOptions, Service, StreamSink};

@@ -81,9 +81,24 @@ impl ClusterOptions {
 }
 
 fn hs_err(e: hyperspace::client::ClientError) -> ClientError {
+    // A refusal (TLS: another cluster's replicas, a wrong name) is not worth retrying.
+    let kind = match e {
+        hyperspace::client::ClientError::Refused { .. } => ErrorKind::Internal,
+        _ => ErrorKind::Unavailable,
+    };
     ClientError::Storage {
-        kind: ErrorKind::Unavailable,
+        kind,
         message: format!("hyperspace: {e}"),
+    }
+}
+
+/// A server that could not be connected to: unavailable (retried) unless the connection was
+/// refused for good or could not be configured (`kind`, from the rpc error), which ends the
+/// retries at once with the cause.
+fn connect_failure(kind: ErrorKind, message: String) -> ClientError {
+    match kind {
+        ErrorKind::Unavailable => unavailable(message),
+        kind => ClientError::Storage { kind, message },
     }
 }
 
@@ -154,7 +169,9 @@ impl Inner {
             self.opts.range_server.clone(),
         )
         .await
-        .map_err(|e| unavailable(format!("range server {location} at {addr}: {e}")))?;
+        .map_err(|e| {
+            connect_failure(e.kind(), format!("range server {location} at {addr}: {e}"))
+        })?;
         let c = Arc::new(c);
         self.servers.lock().insert(location.to_string(), c.clone());
         Ok(c)
@@ -520,10 +537,10 @@ pub async fn connect_master(
     };
     let config = credentials
         .client_config(options.idle_timeout)
-        .map_err(|e| unavailable(format!("master at {addr}: {e}")))?;
+        .map_err(|e| connect_failure(ErrorKind::Internal, format!("master at {addr}: {e}")))?;
     rpc::Client::connect_with(addr, MASTER_NAME, config, options)
         .await
-        .map_err(|e| unavailable(format!("master at {addr}: {e}")))
+        .map_err(|e| connect_failure(e.kind(), format!("master at {addr}: {e}")))
 }
 
 /// Routes every cell to the server holding its row, keeping the order of each server's cells.
@@ -576,12 +593,14 @@ fn cut_batches(mut cells: Vec<Mutation>, batch_bytes: usize) -> Vec<Vec<Mutation
     }
 }
 
-/// A range server that cannot be reached, as the error its call would have given.
+/// A range server that cannot be reached, as the error its call would have given: unavailable
+/// (retried), unless it refused the connection for good ([`connect_failure`]).
 fn unreachable_server(e: ClientError) -> RsError {
-    RsError::Rpc(rpc::RpcError::service(
-        ErrorKind::Unavailable,
-        e.to_string(),
-    ))
+    let kind = match e.kind() {
+        ErrorKind::Internal => ErrorKind::Internal,
+        _ => ErrorKind::Unavailable,
+    };
+    RsError::Rpc(rpc::RpcError::service(kind, e.to_string()))
 }
 
 /// The range holding `row` (ranges cover every row: checked by [`parse_locations`]).
