@@ -90,7 +90,9 @@ fn every_damage_of_an_object_store_manifest_or_segment_is_the_file_or_an_error_n
             Err("the error does not name /a/b".to_string())
         }
     };
-    let len = std::fs::metadata(pristine.join(&manifest)).expect("stat").len();
+    let len = std::fs::metadata(pristine.join(&manifest))
+        .expect("stat")
+        .len();
     assert_eq!(len, 40 + 8 * 3);
     let plan = Plan::new()
         .flip_every_byte(len)
