@@ -208,6 +208,57 @@ pub fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Every file under `dir` (relative path) with its bytes.
+fn snapshot_tree(dir: &Path) -> std::io::Result<Vec<(PathBuf, Vec<u8>)>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap_or(&p).to_path_buf();
+                out.push((rel, std::fs::read(&p)?));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Makes `scratch` hold exactly the files of `tree` again, rewriting only what differs (far
+/// cheaper than a fresh copy when a case touched one file).
+fn restore(scratch: &Path, tree: &[(PathBuf, Vec<u8>)]) -> std::io::Result<()> {
+    let mut stack = vec![scratch.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let p = e?.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(scratch).unwrap_or(&p);
+                if tree
+                    .binary_search_by(|(r, _)| r.as_path().cmp(rel))
+                    .is_err()
+                {
+                    std::fs::remove_file(&p)?;
+                }
+            }
+        }
+    }
+    for (rel, bytes) in tree {
+        let p = scratch.join(rel);
+        if std::fs::read(&p).ok().as_deref() != Some(bytes.as_slice()) {
+            if let Some(parent) = p.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(&p, bytes)?;
+        }
+    }
+    Ok(())
+}
+
 /// Sizes of the files of one directory level: a cheap check that opening wrote nothing.
 fn listing(dir: &Path) -> Vec<(PathBuf, u64)> {
     let mut out = Vec::new();
@@ -331,11 +382,11 @@ where
         Err(e) => panic!("{what}: the undamaged copy does not open: {e}"),
     }
     let before = listing(pristine);
+    let tree = snapshot_tree(pristine).expect("read the pristine directory");
     let mut report = Report::default();
     let mut failures = Vec::new();
     for &damage in &plan.damages {
-        let _ = std::fs::remove_dir_all(&scratch_root);
-        copy_dir(pristine, &scratch_root).expect("copy the pristine directory");
+        restore(&scratch_root, &tree).expect("restore the scratch copy");
         let target = scratch_root.join(file);
         if let Err(e) = apply(&target, damage) {
             panic!(
