@@ -80,7 +80,7 @@ fn open_state(dir: &Path) -> Result<HsState, String> {
 }
 
 fn command(i: u64) -> Command {
-    let op = if i % 3 == 0 {
+    let op = if i.is_multiple_of(3) {
         Op::AttrSet(AttrSet {
             target: Some(Target {
                 handle: 0,

@@ -258,14 +258,13 @@ impl OpLog {
             std::fs::remove_file(&path).map_err(io(&path, "remove"))?;
         }
         let log_path = dir.join(format!("oplog.{seq}"));
-        let mut records = 0;
         if !log_path.exists() {
             return Err(LogError::Corrupt {
                 path: log_path,
                 why: format!("missing, but checkpoint.{seq} exists"),
             });
         }
-        {
+        let records = {
             let mut bytes = Vec::new();
             File::open(&log_path)
                 .and_then(|mut f| f.read_to_end(&mut bytes))
@@ -286,7 +285,6 @@ impl OpLog {
                     tracing::warn!(error = %e, "op log replay: op refused");
                 }
             }
-            records = ops.len() as u64;
             if good < bytes.len() {
                 tracing::warn!(path = %log_path.display(), good, len = bytes.len(), "op log: cutting a torn tail");
                 let f = OpenOptions::new()
@@ -296,7 +294,8 @@ impl OpLog {
                 f.set_len(good as u64).map_err(io(&log_path, "truncate"))?;
                 f.sync_all().map_err(io(&log_path, "sync"))?;
             }
-        }
+            ops.len() as u64
+        };
         let file = OpenOptions::new()
             .create(true)
             .append(true)
