@@ -382,3 +382,41 @@ fn an_unreadable_checksum_header_keeps_the_chunk_files() {
     );
     assert!(sum.exists(), "checksums kept");
 }
+
+/// Through the client: a flipped byte in one replica's chunk file is found by the piece
+/// checksum and the read fails over to the other replica (exact bytes); with one replica the
+/// read fails, naming the chunk and the damaged piece, and never returns other bytes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flipped_chunk_byte_fails_over_to_a_replica_or_fails_the_read_naming_the_chunk() {
+    use chunkfs::launch::{InProcessDfs, LocalDfsOptions};
+    use dfs_broker::{AppendFlag, Fs};
+    let data = chunk_bytes();
+    for replicas in [2u32, 1] {
+        let mut o = LocalDfsOptions::hdfs_like();
+        o.layout = Layout::Replicated { replicas };
+        o.chunk_servers = replicas as usize;
+        let (dfs, fs) = InProcessDfs::start(o).await.expect("start");
+        let mut w = fs.create("/t/f", false).await.expect("create");
+        w.append(&data, AppendFlag::Sync).await.expect("append");
+        w.close().await.expect("close");
+        let r = fs.open("/t/f").await.expect("open");
+        assert_eq!(r.pread(0, data.len()).await.expect("read"), data);
+        let (id, _) = dfs.chunks[0].chunks()[0];
+        let path = dfs.chunks[0].chunk_file(id);
+        let mut bytes = std::fs::read(&path).expect("read chunk");
+        bytes[100_000] ^= 0x10;
+        std::fs::write(&path, &bytes).expect("write chunk");
+        let got = r.pread(0, data.len()).await;
+        if replicas > 1 {
+            assert_eq!(got.expect("failed over"), data, "{replicas} replicas");
+        } else {
+            let msg = got.expect_err("one damaged replica").to_string();
+            assert!(
+                msg.contains(&format!("chunk {id}")) && msg.contains("checksum mismatch"),
+                "{msg}"
+            );
+            // Other pieces still read.
+            assert_eq!(r.pread(0, 1000).await.expect("piece 0"), &data[..1000]);
+        }
+    }
+}
