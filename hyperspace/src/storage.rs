@@ -201,15 +201,22 @@ impl Inner {
         format::frame_record(&mut buf, ty, payload)?;
         if self.current().bytes >= self.opts.segment_bytes {
             let seq = self.current().seq + 1;
+            let end = self.log_end();
             let (seg, file) = create_segment(
                 &self.dir,
                 seq,
                 &self.hard_state,
                 &self.conf_state,
+                end,
                 self.opts.sync,
             )?;
             self.segments.push(seg);
             self.file = file;
+            // Records go to the new segment only once HEAD names it.
+            if let Err(e) = format::write_head(&self.dir, self.head(), self.opts.sync) {
+                self.broken = true;
+                return Err(e);
+            }
         }
         let sync = self.opts.sync;
         let res = self
@@ -224,6 +231,22 @@ impl Inner {
         seg.bytes += buf.len() as u64;
         seg.max_index = seg.max_index.max(max_index);
         Ok(())
+    }
+
+    /// The last entry's index and term (the snapshot's without entries).
+    fn log_end(&self) -> format::LogEnd {
+        match self.entries.last() {
+            Some(e) => (e.index, e.term),
+            None => (self.snap_index(), self.snapshot.get_metadata().term),
+        }
+    }
+
+    /// What `HEAD` should say now.
+    fn head(&self) -> format::Head {
+        format::Head {
+            newest_segment: self.segments.last().map_or(0, |s| s.seq),
+            snapshot_index: self.snap_index(),
+        }
     }
 
     /// Removes segments below `first_segment` and snapshot files other than the current one.
@@ -272,7 +295,9 @@ impl DiskStorage {
             } else if let Some(idx) = format::parse_name(name, "snapshot-", ".hsnap") {
                 snap_indexes.push(idx);
             } else if name.ends_with(".tmp")
-                && (name.starts_with("log-") || name.starts_with("snapshot-"))
+                && (name.starts_with("log-")
+                    || name.starts_with("snapshot-")
+                    || name == format!("{}.tmp", format::HEAD_NAME))
             {
                 // An interrupted creation: never part of the state.
                 remove_best_effort(&ent.path());
@@ -312,6 +337,38 @@ impl DiskStorage {
             hard_state = s.hard_state.clone();
             conf_state = s.conf_state.clone();
         }
+        // HEAD names the newest segment and snapshot ever written: finding less means a file
+        // was lost (each is written before HEAD names it, so a crash leaves HEAD behind, never
+        // ahead). A directory without HEAD (older than it, or HEAD lost) is taken as found.
+        let head = format::read_head(dir)?;
+        if let Some(h) = head {
+            if h.snapshot_index > 0 && snap.as_ref().map_or(0, |s| s.index) < h.snapshot_index {
+                return Err(StorageError::Corrupt {
+                    path: dir.join(format::snapshot_name(h.snapshot_index)),
+                    offset: 0,
+                    what: format!(
+                        "snapshot missing ({} names it as the latest)",
+                        format::HEAD_NAME
+                    ),
+                });
+            }
+            // Segments below the snapshot's first segment may be gone: they are obsolete.
+            let newest = seg_seqs
+                .last()
+                .copied()
+                .unwrap_or(0)
+                .max(first_segment.saturating_sub(1));
+            if newest < h.newest_segment {
+                return Err(StorageError::Corrupt {
+                    path: dir.join(format::segment_name(h.newest_segment)),
+                    offset: 0,
+                    what: format!(
+                        "log segment missing ({} names it as the newest)",
+                        format::HEAD_NAME
+                    ),
+                });
+            }
+        }
         let live: Vec<u64> = seg_seqs
             .iter()
             .copied()
@@ -332,6 +389,8 @@ impl DiskStorage {
             hard_state,
             conf_state,
             entries: Vec::new(),
+            previous: None,
+            replayed_records: 0,
         };
         let mut segments = Vec::new();
         for (i, &seq) in live.iter().enumerate() {
@@ -344,12 +403,14 @@ impl DiskStorage {
             mut hard_state,
             conf_state,
             entries,
+            ..
         } = inner_state;
         let snap_index = snapshot.get_metadata().index;
         let last_index = entries.last().map_or(snap_index, |e| e.index);
         // Raft panics if commit is outside [snapshot index, last index]. Below: compaction
         // vouched for entries the persisted hard state did not yet call committed. Above: only a
-        // caller persisting a commit ahead of its entries.
+        // caller persisting a commit ahead of its entries (a segment that lost its end is caught
+        // by the next segment's `State` record).
         if hard_state.commit > last_index {
             tracing::warn!(
                 commit = hard_state.commit,
@@ -367,7 +428,9 @@ impl DiskStorage {
                     .last()
                     .map_or(first_segment, |&m| m + 1)
                     .max(first_segment);
-                let (seg, file) = create_segment(dir, seq, &hard_state, &conf_state, opts.sync)?;
+                let end = (snap_index, snapshot.get_metadata().term);
+                let (seg, file) =
+                    create_segment(dir, seq, &hard_state, &conf_state, end, opts.sync)?;
                 segments.push(seg);
                 file
             }
@@ -384,6 +447,13 @@ impl DiskStorage {
         }
         if removed && opts.sync {
             format::sync_dir(dir)?;
+        }
+        let now = format::Head {
+            newest_segment: segments.last().map_or(0, |s| s.seq),
+            snapshot_index: snapshot.get_metadata().index,
+        };
+        if head != Some(now) {
+            format::write_head(dir, now, opts.sync)?;
         }
         let inner = Inner {
             dir: dir.to_path_buf(),
@@ -497,7 +567,16 @@ impl DiskStorage {
         // skips): the handle refuses further writes until it is reopened.
         i.broken = true;
         format::write_snapshot(&i.dir, &file, i.opts.sync)?;
-        let (seg, f) = create_segment(&i.dir, new_seq, &hs, &cs, i.opts.sync)?;
+        let end = (index, snapshot.get_metadata().term);
+        let (seg, f) = create_segment(&i.dir, new_seq, &hs, &cs, end, i.opts.sync)?;
+        format::write_head(
+            &i.dir,
+            format::Head {
+                newest_segment: new_seq,
+                snapshot_index: index,
+            },
+            i.opts.sync,
+        )?;
         i.broken = false;
         i.segments.push(seg);
         i.file = f;
@@ -557,6 +636,11 @@ impl DiskStorage {
             data: snapshot.data.to_vec(),
         };
         format::write_snapshot(&i.dir, &file, i.opts.sync)?;
+        let head = format::Head {
+            newest_segment: i.current().seq,
+            snapshot_index: index,
+        };
+        format::write_head(&i.dir, head, i.opts.sync)?;
         let drop = (index - i.snap_index()) as usize;
         i.entries.drain(..drop);
         i.snapshot = snapshot;
@@ -568,7 +652,7 @@ impl DiskStorage {
     /// Records a new `ConfState` (after applying a conf change), durably.
     pub fn set_conf_state(&self, conf_state: ConfState) -> Result<(), StorageError> {
         let mut i = self.inner.write();
-        let payload = format::state_payload(&i.hard_state, &conf_state)?;
+        let payload = format::state_payload(&i.hard_state, &conf_state, i.log_end())?;
         i.write_record(format::REC_STATE, &payload, 0)?;
         i.conf_state = conf_state;
         Ok(())

@@ -341,11 +341,14 @@ fn crash_after_snapshot_file_before_new_segment() {
     let d = tempfile::tempdir().unwrap();
     let s = DiskStorage::open(d.path(), opts()).unwrap();
     s.persist(&ents(1, 5, 1), Some(&hs(4, 3, 5))).unwrap();
+    // HEAD names a new segment only after creating it: the crash leaves it as it was.
+    let head = fs::read(d.path().join("HEAD")).unwrap();
     s.apply_snapshot(snap(9, 2, &[1, 2, 3], b"nine")).unwrap();
     drop(s);
     for p in segments(d.path()) {
         fs::remove_file(p).unwrap();
     }
+    fs::write(d.path().join("HEAD"), head).unwrap();
     let s = DiskStorage::open(d.path(), opts()).unwrap();
     assert_eq!(s.first_index(), Ok(10));
     assert_eq!(s.last_index(), Ok(9));
@@ -564,8 +567,12 @@ fn torn_tail_is_cut_at_every_offset() {
     }
 }
 
+/// Regression (issue 12): a whole last record failing its checksum was cut off as "torn",
+/// silently dropping an acknowledged (synced) write. Only a cut-short record or a zero-filled
+/// tail is a crash shape; a flip anywhere in the last record is corruption naming file and
+/// offset.
 #[test]
-fn checksum_failure_in_tail_record_is_cut_and_zero_fill_too() {
+fn a_flipped_byte_in_the_last_record_is_corrupt_not_a_torn_tail() {
     let d = tempfile::tempdir().unwrap();
     let orig = d.path().join("orig");
     let (seg, _, last_start) = twenty_records(&orig);
@@ -577,12 +584,18 @@ fn checksum_failure_in_tail_record_is_cut_and_zero_fill_too() {
         let mut bytes = fs::read(dir.join(name)).unwrap();
         bytes[at as usize] ^= 0x40;
         fs::write(dir.join(name), &bytes).unwrap();
-        let s = DiskStorage::open(&dir, opts()).unwrap_or_else(|e| panic!("flip at {at}: {e}"));
-        assert_eq!(s.last_index(), Ok(19), "flip at {at}");
-        drop(s);
+        match DiskStorage::open(&dir, opts()) {
+            Err(StorageError::Corrupt { path, offset, .. }) => {
+                assert_eq!(path, dir.join(name), "flip at {at}");
+                assert_eq!(offset, last_start, "flip at {at}");
+            }
+            other => panic!("flip at {at}: expected Corrupt, got {other:?}"),
+        }
+        assert_eq!(fs::metadata(dir.join(name)).unwrap().len(), full, "not cut");
         fs::remove_dir_all(&dir).unwrap();
     }
-    // A file length that reached the disk before its data: zeroes after the last record.
+    // A file length that reached the disk before its data: zeroes after the last record, or
+    // in place of it.
     let dir = d.path().join("zeroes");
     copy_dir(&orig, &dir);
     let mut bytes = fs::read(dir.join(name)).unwrap();
@@ -591,6 +604,114 @@ fn checksum_failure_in_tail_record_is_cut_and_zero_fill_too() {
     let s = DiskStorage::open(&dir, opts()).unwrap();
     assert_eq!(s.last_index(), Ok(20));
     assert_eq!(fs::metadata(dir.join(name)).unwrap().len(), full);
+    drop(s);
+    let dir = d.path().join("zeroed");
+    copy_dir(&orig, &dir);
+    let mut bytes = fs::read(dir.join(name)).unwrap();
+    bytes[last_start as usize..].fill(0);
+    fs::write(dir.join(name), &bytes).unwrap();
+    let s = DiskStorage::open(&dir, opts()).unwrap();
+    assert_eq!(s.last_index(), Ok(19));
+    assert_eq!(fs::metadata(dir.join(name)).unwrap().len(), last_start);
+}
+
+/// Regression (issue 12): deleting the newest segment (or the only one) opened a shorter log
+/// (or an empty replica) with success; deleting the snapshot could too. `HEAD` names both.
+#[test]
+fn a_deleted_newest_segment_or_snapshot_is_an_error_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let orig = d.path().join("orig");
+    let s = DiskStorage::open(&orig, small_segments(200)).unwrap();
+    for i in 1..=30 {
+        s.persist(&[ent_data(i, 1, 20)], Some(&hs(1, 1, i)))
+            .unwrap();
+    }
+    s.compact(12, cs(&[1]), b"twelve".to_vec()).unwrap();
+    drop(s);
+    let segs = segments(&orig);
+    assert!(segs.len() >= 3);
+    let snaps = files(&orig, ".hsnap");
+    assert_eq!(snaps.len(), 1);
+    for victim in [segs.last().unwrap(), &snaps[0]] {
+        let name = victim.file_name().unwrap();
+        let dir = d.path().join(format!("del-{}", name.to_str().unwrap()));
+        copy_dir(&orig, &dir);
+        fs::remove_file(dir.join(name)).unwrap();
+        match DiskStorage::open(&dir, opts()) {
+            Err(StorageError::Corrupt { path, .. }) => assert_eq!(path, dir.join(name)),
+            other => panic!("{name:?} deleted: expected Corrupt, got {other:?}"),
+        }
+    }
+    // The only segment of a new replica.
+    let dir = d.path().join("only");
+    let s = DiskStorage::open(&dir, opts()).unwrap();
+    s.initialize(cs(&[1])).unwrap();
+    s.persist(&ents(1, 3, 1), Some(&hs(1, 1, 3))).unwrap();
+    drop(s);
+    let only = segments(&dir);
+    assert_eq!(only.len(), 1);
+    fs::remove_file(&only[0]).unwrap();
+    match DiskStorage::open(&dir, opts()) {
+        Err(StorageError::Corrupt { path, .. }) => assert_eq!(path, only[0]),
+        other => panic!("only segment deleted: expected Corrupt, got {other:?}"),
+    }
+    // HEAD alone lost: nothing is missing, and it is written again.
+    let dir = d.path().join("head");
+    copy_dir(&orig, &dir);
+    fs::remove_file(dir.join("HEAD")).unwrap();
+    let s = DiskStorage::open(&dir, opts()).unwrap();
+    assert_eq!(s.last_index(), Ok(30));
+    assert!(dir.join("HEAD").exists());
+}
+
+/// Regression (issue 12): an earlier segment cut at a record boundary lost its last entries
+/// silently when the next segment held no entries to show the gap (or replaced them with a
+/// conflicting suffix). Every `State` record now says where the log ended when it was written.
+#[test]
+fn an_earlier_segment_cut_at_a_record_boundary_is_an_error_naming_it() {
+    let d = tempfile::tempdir().unwrap();
+    let orig = d.path().join("orig");
+    // One segment per write.
+    let s = DiskStorage::open(&orig, small_segments(1)).unwrap();
+    for i in 1..=8 {
+        s.persist(&[ent_data(i, 1, 20)], Some(&hs(1, 1, i - 1)))
+            .unwrap();
+    }
+    // Entries 7..=8 replaced, then a segment with only a hard state.
+    s.persist(
+        &[ent_data(7, 2, 20), ent_data(8, 2, 20)],
+        Some(&hs(2, 1, 6)),
+    )
+    .unwrap();
+    s.persist(&[], Some(&hs(2, 1, 6))).unwrap();
+    drop(s);
+    let segs = segments(&orig);
+    let victim = &segs[segs.len() - 2];
+    let cut_at = fs::metadata(victim).unwrap().len();
+    let name = victim.file_name().unwrap();
+    // Cut the replacing record off: entries 7..=8 would come back with term 1.
+    let bytes = fs::read(victim).unwrap();
+    let mut off = 24usize;
+    let mut last_start = off;
+    while off < bytes.len() {
+        last_start = off;
+        off += 9 + u32::from_le_bytes(bytes[off..off + 4].try_into().unwrap()) as usize;
+    }
+    assert_eq!(off as u64, cut_at);
+    let dir = d.path().join("cut");
+    copy_dir(&orig, &dir);
+    let f = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.join(name))
+        .unwrap();
+    f.set_len(last_start as u64).unwrap();
+    drop(f);
+    match DiskStorage::open(&dir, opts()) {
+        Err(StorageError::Corrupt { path, what, .. }) => {
+            assert_eq!(path, dir.join(name), "{what}");
+        }
+        other => panic!("expected Corrupt, got {other:?}"),
+    }
 }
 
 #[test]

@@ -93,8 +93,9 @@ fn header(chunk_id: u64) -> [u8; SUM_HEADER_BYTES as usize] {
 
 impl ChunkStore {
     /// Opens (creating) the store in `dir`, loading every chunk found there. A chunk whose last
-    /// piece does not match its checksum (a crash between the data and the checksum write) is
-    /// cut back to the longest prefix that does.
+    /// piece does not match its checksum but has a prefix that does (a crash between the data
+    /// and the checksum write of an append) is cut back to that prefix; with no such prefix
+    /// the piece is damaged, kept as it is, and reads of it fail with `CORRUPT`.
     pub fn open(dir: &Path, max_chunk_bytes: u64) -> StoreResult<Self> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::io("create", dir, e))?;
         let store = Self {
@@ -119,8 +120,9 @@ impl ChunkStore {
                     store.chunks.lock().insert(id, Arc::new(Mutex::new(state)));
                 }
                 Err(e) => {
-                    tracing::warn!(chunk = id, error = %e.message, "chunk store: dropping unreadable chunk");
-                    store.remove_files(id);
+                    // Not served (the metadata server repairs it from other replicas), but
+                    // its files stay: a damaged header must not destroy the only copy.
+                    tracing::error!(chunk = id, error = %e.message, "chunk store: not serving an unreadable chunk; its files are kept");
                 }
             }
         }
@@ -185,9 +187,9 @@ impl ChunkStore {
             let mut buf = vec![0u8; (end - start) as usize];
             data.read_exact_at(&mut buf, start)
                 .map_err(|e| StoreError::io("read", &data_path, e))?;
+            let mut good = None;
             if crc32c::crc32c(&buf) != last_crc {
                 let mut crc = 0u32;
-                let mut good = None;
                 if last_crc == 0 {
                     good = Some(0);
                 }
@@ -197,7 +199,16 @@ impl ChunkStore {
                         good = Some(i + 1);
                     }
                 }
-                let keep = good.unwrap_or(0) as u64;
+                if good.is_none() {
+                    tracing::error!(
+                        chunk = id,
+                        piece = p,
+                        "chunk store: last piece fails its checksum; kept for reads to report"
+                    );
+                }
+            }
+            if let Some(keep) = good {
+                let keep = keep as u64;
                 tracing::warn!(
                     chunk = id,
                     from = len,

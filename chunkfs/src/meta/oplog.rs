@@ -2,8 +2,10 @@
 //! the changes since, each record checksummed (layout in `docs/formats/chunkfs.md`).
 //!
 //! Files in the metadata directory: `checkpoint.<N>` (the state after every op before it) and
-//! `oplog.<N>` (the ops after checkpoint N). Recovery loads the newest valid checkpoint and
-//! replays its log up to the first torn or corrupt record, which is cut off.
+//! `oplog.<N>` (the ops after checkpoint N). Recovery loads the newest checkpoint and replays its
+//! log; only a record cut short (or zeroed) by a crash at the very end of the log is cut off.
+//! A damaged checkpoint, a damaged record anywhere else or a missing file is an error naming the
+//! file: falling back or cutting there would drop acknowledged namespace changes.
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -36,7 +38,7 @@ pub enum LogError {
         what: &'static str,
         source: std::io::Error,
     },
-    #[error("metadata checkpoint {path}: {why}")]
+    #[error("metadata file {path}: {why}")]
     Corrupt { path: PathBuf, why: String },
 }
 
@@ -108,27 +110,60 @@ pub fn encode_record(op: &Op) -> Vec<u8> {
     out
 }
 
-/// Decodes records until the end or the first bad one; returns them and the good length.
-pub fn decode_records(bytes: &[u8]) -> (Vec<Op>, usize) {
+/// The record at `at`: `Ok((op, end))`, or why it is bad.
+fn decode_record(bytes: &[u8], at: usize) -> Result<(Op, usize), &'static str> {
+    if bytes.len() - at < 8 {
+        return Err("record header cut short");
+    }
+    let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
+    let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+    if len > MAX_RECORD_BYTES {
+        return Err("record length over the limit");
+    }
+    if bytes.len() - at - 8 < len as usize {
+        return Err("record extends past the end of the log");
+    }
+    let payload = &bytes[at + 8..at + 8 + len as usize];
+    if crc32c::crc32c(payload) != crc {
+        return Err("record checksum mismatch");
+    }
+    let op = serde_json::from_slice::<Op>(payload).map_err(|_| "undecodable record")?;
+    Ok((op, at + 8 + len as usize))
+}
+
+/// True if the bad record at `at` is the shape a crash in the middle of appending it leaves:
+/// cut short by the end of the log (not a whole record under a damaged length), or nothing but
+/// zeroes to the end (a length that reached the disk before the data), with no valid record
+/// after it. A whole record failing its checksum is damage, not a torn write.
+fn torn_tail(bytes: &[u8], at: usize) -> bool {
+    let rest = &bytes[at..];
+    let shape = if rest.iter().all(|&b| b == 0) || rest.len() < 8 {
+        true
+    } else {
+        let len = u32::from_le_bytes(rest[0..4].try_into().expect("4 bytes"));
+        let crc = u32::from_le_bytes(rest[4..8].try_into().expect("4 bytes"));
+        len <= MAX_RECORD_BYTES
+            && rest.len() - 8 < len as usize
+            && crc32c::crc32c(&rest[8..]) != crc
+    };
+    shape && !(at + 1..bytes.len()).any(|p| decode_record(bytes, p).is_ok())
+}
+
+/// Decodes records until the end or the first bad one; returns them, the good length and, if
+/// a bad record stopped it, why.
+pub fn decode_records(bytes: &[u8]) -> (Vec<Op>, usize, Option<&'static str>) {
     let mut ops = Vec::new();
     let mut at = 0usize;
-    while bytes.len() - at >= 8 {
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"));
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
-        if len > MAX_RECORD_BYTES || bytes.len() - at - 8 < len as usize {
-            break;
+    while at < bytes.len() {
+        match decode_record(bytes, at) {
+            Ok((op, end)) => {
+                ops.push(op);
+                at = end;
+            }
+            Err(why) => return (ops, at, Some(why)),
         }
-        let payload = &bytes[at + 8..at + 8 + len as usize];
-        if crc32c::crc32c(payload) != crc {
-            break;
-        }
-        let Ok(op) = serde_json::from_slice::<Op>(payload) else {
-            break;
-        };
-        ops.push(op);
-        at += 8 + len as usize;
     }
-    (ops, at)
+    (ops, at, None)
 }
 
 fn seqs(dir: &Path, prefix: &str) -> Result<Vec<u64>, LogError> {
@@ -154,6 +189,19 @@ fn sync_dir(dir: &Path) -> Result<(), LogError> {
         .map_err(io(dir, "sync directory"))
 }
 
+/// Creates the empty `oplog.<seq>` durably (file and directory synced) and opens it to append.
+fn create_log(dir: &Path, seq: u64) -> Result<File, LogError> {
+    let path = dir.join(format!("oplog.{seq}"));
+    let f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(io(&path, "create"))?;
+    f.sync_all().map_err(io(&path, "sync"))?;
+    sync_dir(dir)?;
+    Ok(f)
+}
+
 fn write_checkpoint(dir: &Path, seq: u64, cp: &Checkpoint) -> Result<(), LogError> {
     let tmp = dir.join(format!("checkpoint.{seq}.tmp"));
     let path = dir.join(format!("checkpoint.{seq}"));
@@ -172,40 +220,64 @@ impl OpLog {
         fresh: impl FnOnce() -> Checkpoint,
     ) -> Result<(Self, Checkpoint), LogError> {
         std::fs::create_dir_all(dir).map_err(io(dir, "create"))?;
-        let mut found = None;
-        for seq in seqs(dir, "checkpoint.")?.into_iter().rev() {
-            let path = dir.join(format!("checkpoint.{seq}"));
-            let bytes = std::fs::read(&path).map_err(io(&path, "read"))?;
-            match decode_checkpoint(&path, &bytes) {
-                Ok(cp) => {
-                    found = Some((seq, cp));
-                    break;
-                }
-                Err(e) => tracing::warn!(error = %e, "skipping a bad checkpoint"),
+        let checkpoints = seqs(dir, "checkpoint.")?;
+        let logs = seqs(dir, "oplog.")?;
+        // The newest checkpoint, verified; no fallback to an older one, whose log would lack
+        // the ops after the newer one (and an older pair exists only for a moment anyway).
+        let (seq, mut cp) = match checkpoints.last() {
+            Some(&seq) => {
+                let path = dir.join(format!("checkpoint.{seq}"));
+                let bytes = std::fs::read(&path).map_err(io(&path, "read"))?;
+                (seq, decode_checkpoint(&path, &bytes)?)
             }
-        }
-        let (seq, mut cp) = match found {
-            Some(f) => f,
             None => {
-                if !seqs(dir, "oplog.")?.is_empty() {
+                // A log starts before its checkpoint is renamed into place: a log without
+                // one means the checkpoint was lost.
+                if let Some(&n) = logs.last() {
                     return Err(LogError::Corrupt {
-                        path: dir.to_path_buf(),
-                        why: "an op log but no readable checkpoint".into(),
+                        path: dir.join(format!("checkpoint.{n}")),
+                        why: format!("missing, but oplog.{n} exists"),
                     });
                 }
                 let cp = fresh();
+                create_log(dir, 0)?;
                 write_checkpoint(dir, 0, &cp)?;
                 (0, cp)
             }
         };
+        // A newer log than the checkpoint: an interrupted checkpoint (empty) or a lost one.
+        for &n in logs.iter().filter(|&&n| n > seq) {
+            let path = dir.join(format!("oplog.{n}"));
+            let len = std::fs::metadata(&path).map_err(io(&path, "stat"))?.len();
+            if len > 0 {
+                return Err(LogError::Corrupt {
+                    path: dir.join(format!("checkpoint.{n}")),
+                    why: format!("missing, but oplog.{n} holds {len} bytes"),
+                });
+            }
+            std::fs::remove_file(&path).map_err(io(&path, "remove"))?;
+        }
         let log_path = dir.join(format!("oplog.{seq}"));
-        let mut records = 0;
-        if log_path.exists() {
+        if !log_path.exists() {
+            return Err(LogError::Corrupt {
+                path: log_path,
+                why: format!("missing, but checkpoint.{seq} exists"),
+            });
+        }
+        let records = {
             let mut bytes = Vec::new();
             File::open(&log_path)
                 .and_then(|mut f| f.read_to_end(&mut bytes))
                 .map_err(io(&log_path, "read"))?;
-            let (ops, good) = decode_records(&bytes);
+            let (ops, good, bad) = decode_records(&bytes);
+            if let Some(why) = bad
+                && !torn_tail(&bytes, good)
+            {
+                return Err(LogError::Corrupt {
+                    path: log_path,
+                    why: format!("{why} at offset {good} (of {} bytes)", bytes.len()),
+                });
+            }
             for op in &ops {
                 // An op that applied once applies again; a refusal here means the log and the
                 // checkpoint disagree, which replay reports but survives.
@@ -213,7 +285,6 @@ impl OpLog {
                     tracing::warn!(error = %e, "op log replay: op refused");
                 }
             }
-            records = ops.len() as u64;
             if good < bytes.len() {
                 tracing::warn!(path = %log_path.display(), good, len = bytes.len(), "op log: cutting a torn tail");
                 let f = OpenOptions::new()
@@ -223,7 +294,8 @@ impl OpLog {
                 f.set_len(good as u64).map_err(io(&log_path, "truncate"))?;
                 f.sync_all().map_err(io(&log_path, "sync"))?;
             }
-        }
+            ops.len() as u64
+        };
         let file = OpenOptions::new()
             .create(true)
             .append(true)
@@ -260,13 +332,11 @@ impl OpLog {
     /// Writes a checkpoint of `cp` and starts a new, empty log; the old ones are removed.
     pub fn checkpoint(&mut self, cp: &Checkpoint) -> Result<(), LogError> {
         let next = self.seq + 1;
+        // The log exists before the checkpoint that needs it: a checkpoint without its log
+        // is then always a lost file.
+        let file = create_log(&self.dir, next)?;
         write_checkpoint(&self.dir, next, cp)?;
-        let log_path = self.dir.join(format!("oplog.{next}"));
-        self.file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(io(&log_path, "open"))?;
+        self.file = file;
         let _ = std::fs::remove_file(self.dir.join(format!("oplog.{}", self.seq)));
         let _ = std::fs::remove_file(self.dir.join(format!("checkpoint.{}", self.seq)));
         self.seq = next;
@@ -329,8 +399,14 @@ mod tests {
         bytes.extend(encode_record(&Op::Mkdirs { path: "/y".into() }));
         let n = bytes.len();
         bytes[n - 2] ^= 1;
-        let (ops, good) = decode_records(&bytes);
+        let (ops, good, bad) = decode_records(&bytes);
         assert_eq!(ops.len(), 1);
         assert_eq!(good, first);
+        assert_eq!(bad, Some("record checksum mismatch"));
+        assert!(
+            !torn_tail(&bytes, good),
+            "a whole damaged record is not torn"
+        );
+        assert!(torn_tail(&bytes[..n - 1], good), "a cut one is");
     }
 }

@@ -138,6 +138,8 @@ pub(super) enum Record {
     State {
         hard_state: HardState,
         conf_state: ConfState,
+        /// Where the log ended when the record was written.
+        log_end: Option<LogEnd>,
     },
     Append {
         hard_state: Option<HardState>,
@@ -145,14 +147,23 @@ pub(super) enum Record {
     },
 }
 
-pub(super) fn state_payload(hs: &HardState, cs: &ConfState) -> Result<Vec<u8>, StorageError> {
+/// `(index, term)` of the last entry of the log (the snapshot's when it has no entries).
+pub(super) type LogEnd = (u64, u64);
+
+pub(super) fn state_payload(
+    hs: &HardState,
+    cs: &ConfState,
+    end: LogEnd,
+) -> Result<Vec<u8>, StorageError> {
     let hs = encode_msg(hs)?;
     let cs = encode_msg(cs)?;
-    let mut p = Vec::with_capacity(8 + hs.len() + cs.len());
+    let mut p = Vec::with_capacity(24 + hs.len() + cs.len());
     put_u32(&mut p, len_u32(hs.len(), "hard state")?);
     p.extend_from_slice(&hs);
     put_u32(&mut p, len_u32(cs.len(), "conf state")?);
     p.extend_from_slice(&cs);
+    put_u64(&mut p, end.0);
+    put_u64(&mut p, end.1);
     Ok(p)
 }
 
@@ -217,6 +228,13 @@ pub(super) fn decode_record(ty: u8, payload: &[u8]) -> Result<Record, String> {
         REC_STATE => Record::State {
             hard_state: c.msg("hard state")?,
             conf_state: c.msg("conf state")?,
+            // Absent in files written before it was added.
+            log_end: if c.at < payload.len() {
+                let b = c.take(16)?;
+                Some((get_u64(b, 0), get_u64(b, 8)))
+            } else {
+                None
+            },
         },
         REC_APPEND => {
             let hard_state = match c.u8()? {
@@ -298,10 +316,108 @@ pub(super) fn probe_record(data: &[u8], off: usize) -> Probe<'_> {
     }
 }
 
+/// True if the bad record at `off` has a shape a crash in the middle of its write can leave:
+/// cut short by the end of the file (its header, or a payload running past the end that is not
+/// a whole record under a damaged length), or nothing but zeroes from `off` to the end (a file
+/// length that reached the disk before its data). A record that is whole but fails its crc, has
+/// an unknown type or a length over the limit is damage, not a torn write.
+pub(super) fn torn_shape(data: &[u8], off: usize) -> bool {
+    let rest = &data[off..];
+    if rest.iter().all(|&b| b == 0) || rest.len() < RECORD_HEADER_LEN {
+        return true;
+    }
+    let len = get_u32(data, off) as usize;
+    let payload = &rest[RECORD_HEADER_LEN..];
+    if len > MAX_RECORD_LEN || payload.len() >= len {
+        return false;
+    }
+    let (crc, ty) = (get_u32(data, off + 4), data[off + 8]);
+    crc32c::crc32c_append(crc32c::crc32c(&[ty]), payload) != crc
+}
+
 /// True if a valid record starts at any offset in `from..`.
 pub(super) fn valid_record_after(data: &[u8], from: usize) -> bool {
     (from..data.len().saturating_sub(RECORD_HEADER_LEN - 1))
         .any(|p| matches!(probe_record(data, p), Probe::Ok { .. }))
+}
+
+/// `HEAD`: which segment was created last and which snapshot was stored last.
+pub(super) const HEAD_NAME: &str = "HEAD";
+/// `HEAD` magic: ASCII `HSHD`.
+const HEAD_MAGIC: [u8; 4] = *b"HSHD";
+const HEAD_LEN: usize = 28;
+
+/// What `HEAD` records, so that a deleted newest segment or snapshot is an error rather than a
+/// shorter log (nothing else on disk would show it missing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Head {
+    /// The highest segment number created.
+    pub newest_segment: u64,
+    /// The index of the latest snapshot stored (0: none).
+    pub snapshot_index: u64,
+}
+
+/// Writes `dir/HEAD`: to `HEAD.tmp`, synced (if `sync`), renamed, directory synced.
+pub(super) fn write_head(dir: &Path, head: Head, sync: bool) -> Result<(), StorageError> {
+    let mut b = Vec::with_capacity(HEAD_LEN);
+    b.extend_from_slice(&HEAD_MAGIC);
+    put_u32(&mut b, VERSION);
+    put_u64(&mut b, head.newest_segment);
+    put_u64(&mut b, head.snapshot_index);
+    let crc = crc32c::crc32c(&b);
+    put_u32(&mut b, crc);
+    let path = dir.join(HEAD_NAME);
+    let tmp = dir.join(format!("{HEAD_NAME}.tmp"));
+    let write = || -> std::io::Result<()> {
+        let mut f = File::create(&tmp)?;
+        f.write_all(&b)?;
+        if sync {
+            f.sync_all()?;
+        }
+        Ok(())
+    };
+    write().map_err(io_err(&tmp))?;
+    fs::rename(&tmp, &path).map_err(io_err(&path))?;
+    if sync {
+        sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Reads and verifies `dir/HEAD`; `None` if there is none (a new directory, or one written
+/// before `HEAD` existed).
+pub(super) fn read_head(dir: &Path) -> Result<Option<Head>, StorageError> {
+    let path = dir.join(HEAD_NAME);
+    let data = match fs::read(&path) {
+        Ok(d) => d,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_err(&path)(e)),
+    };
+    let corrupt = |what: &str| StorageError::Corrupt {
+        path: path.clone(),
+        offset: 0,
+        what: what.to_string(),
+    };
+    if data.len() != HEAD_LEN {
+        return Err(corrupt(&format!(
+            "HEAD of {} bytes, expected {HEAD_LEN}",
+            data.len()
+        )));
+    }
+    if data[0..4] != HEAD_MAGIC {
+        return Err(corrupt("bad HEAD magic"));
+    }
+    if crc32c::crc32c(&data[..24]) != get_u32(&data, 24) {
+        return Err(corrupt("HEAD checksum mismatch"));
+    }
+    let version = get_u32(&data, 4);
+    if version != VERSION {
+        return Err(StorageError::UnsupportedVersion { path, version });
+    }
+    Ok(Some(Head {
+        newest_segment: get_u64(&data, 8),
+        snapshot_index: get_u64(&data, 16),
+    }))
 }
 
 /// The contents of a snapshot file.
@@ -493,7 +609,12 @@ mod tests {
             })
             .collect();
         let mut buf = Vec::new();
-        frame_record(&mut buf, REC_STATE, &state_payload(&hs, &cs).unwrap()).unwrap();
+        frame_record(
+            &mut buf,
+            REC_STATE,
+            &state_payload(&hs, &cs, (4, 2)).unwrap(),
+        )
+        .unwrap();
         frame_record(
             &mut buf,
             REC_APPEND,
@@ -518,7 +639,8 @@ mod tests {
             vec![
                 Record::State {
                     hard_state: hs.clone(),
-                    conf_state: cs
+                    conf_state: cs,
+                    log_end: Some((4, 2)),
                 },
                 Record::Append {
                     hard_state: Some(hs),

@@ -26,10 +26,15 @@ pub(super) fn create_segment(
     seq: u64,
     hs: &HardState,
     cs: &ConfState,
+    end: format::LogEnd,
     sync: bool,
 ) -> Result<(Segment, File), StorageError> {
     let mut buf = format::segment_header(seq);
-    format::frame_record(&mut buf, format::REC_STATE, &format::state_payload(hs, cs)?)?;
+    format::frame_record(
+        &mut buf,
+        format::REC_STATE,
+        &format::state_payload(hs, cs, end)?,
+    )?;
     let path = dir.join(format::segment_name(seq));
     let tmp = dir.join(format!("{}.tmp", format::segment_name(seq)));
     let write = || -> std::io::Result<()> {
@@ -70,6 +75,11 @@ pub(super) struct Replay {
     pub(super) hard_state: HardState,
     pub(super) conf_state: ConfState,
     pub(super) entries: Vec<Entry>,
+    /// The segment replayed before the current one: a gap at the current one's first entries
+    /// usually means that one lost its end.
+    pub(super) previous: Option<PathBuf>,
+    /// Records replayed so far, over all segments.
+    pub(super) replayed_records: u64,
 }
 
 impl Replay {
@@ -91,11 +101,15 @@ impl Replay {
         }
         let mut off = format::SEGMENT_HEADER_LEN;
         let mut max_index = 0;
+        let mut appended = false;
         while off < data.len() {
             let (ty, payload, end) = match format::probe_record(&data, off) {
                 Probe::Ok { ty, payload, end } => (ty, payload, end),
                 Probe::Bad(why) => {
-                    if is_last && !format::valid_record_after(&data, off + 1) {
+                    if is_last
+                        && format::torn_shape(&data, off)
+                        && !format::valid_record_after(&data, off + 1)
+                    {
                         tracing::warn!(
                             path = %path.display(),
                             offset = off,
@@ -128,7 +142,44 @@ impl Replay {
                 Record::State {
                     hard_state,
                     conf_state,
+                    log_end,
                 } => {
+                    // Where the log ended when this was written must be where replay is now,
+                    // except at the very first record (the log before it is in the snapshot or
+                    // in segments already removed).
+                    if let Some((index, term)) = log_end
+                        && self.replayed_records > 0
+                    {
+                        let snap = self.snapshot.get_metadata();
+                        let now = self
+                            .entries
+                            .last()
+                            .map_or((snap.index, snap.term), |e| (e.index, e.term));
+                        let want = if index > snap.index {
+                            (index, term)
+                        } else {
+                            (snap.index, snap.term)
+                        };
+                        if now != want {
+                            let why = format!(
+                                "the log was at index {} term {} when this record was written, replay is at index {} term {}",
+                                want.0, want.1, now.0, now.1
+                            );
+                            return Err(
+                                match (&self.previous, off == format::SEGMENT_HEADER_LEN) {
+                                    (Some(prev), true) => StorageError::Corrupt {
+                                        path: prev.clone(),
+                                        offset: fs::metadata(prev).map_or(0, |m| m.len()),
+                                        what: format!(
+                                            "{why} (in {}): entries at the end of this segment are missing",
+                                            path.display()
+                                        ),
+                                    },
+                                    _ => corrupt(why),
+                                },
+                            );
+                        }
+                    }
                     self.hard_state = hard_state;
                     self.conf_state = conf_state;
                 }
@@ -140,11 +191,19 @@ impl Replay {
                         let snap = self.snapshot.get_metadata().index;
                         let last = self.entries.last().map_or(snap, |e| e.index);
                         if first.index > last + 1 {
+                            let after = match (&self.previous, appended) {
+                                (Some(p), false) => format!(
+                                    " (the last one in {}, which may have lost its end)",
+                                    p.display()
+                                ),
+                                _ => String::new(),
+                            };
                             return Err(corrupt(format!(
-                                "gap in the log: entry {} after last index {last}",
+                                "gap in the log: entry {} after last index {last}{after}",
                                 first.index
                             )));
                         }
+                        appended = true;
                         let keep = first.index.saturating_sub(snap + 1) as usize;
                         self.entries.truncate(keep);
                         let skip = entries.iter().take_while(|e| e.index <= snap).count();
@@ -157,7 +216,9 @@ impl Replay {
                 }
             }
             off = end;
+            self.replayed_records += 1;
         }
+        self.previous = Some(path.clone());
         Ok(Segment {
             seq,
             path,
