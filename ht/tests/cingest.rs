@@ -102,10 +102,13 @@ fn cingest_run_with_the_agitator_then_verify_finds_a_deleted_row() {
         .args([
             "--seconds",
             &secs,
+            // Kills 20 s apart (two in a minute): each recovery is over before the next kill.
+            // Kills while a recovery is under way can make two servers serve one range (a
+            // master bug, see bench/RESULTS.md "Continuous ingest"), found by longer runs.
             "--agitate-every",
-            "15",
+            "20",
             // A range server holding METADATA killed while a move is under way stalls the
-            // master for good (reported in bench/RESULTS.md); spare it until that is fixed.
+            // master for good (same section); spare it until that is fixed.
             "--spare-root",
             "--keep-cluster",
         ])
