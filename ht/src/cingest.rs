@@ -157,8 +157,9 @@ pub struct WalkArgs {
 pub struct VerifyArgs {
     #[command(flatten)]
     table: TableArgs,
-    /// The most distinct rows (seen or pointed at) verify holds in memory.
-    #[arg(long, default_value_t = 30_000_000)]
+    /// The most distinct rows (seen or pointed at) verify holds in memory (about 20 bytes
+    /// each).
+    #[arg(long, default_value_t = 200_000_000)]
     max_rows: usize,
 }
 
@@ -218,8 +219,8 @@ pub struct RunArgs {
     ingest: IngestOpts,
     #[command(flatten)]
     walk: WalkOpts,
-    /// The most distinct rows verify holds in memory.
-    #[arg(long, default_value_t = 30_000_000)]
+    /// The most distinct rows verify holds in memory (about 20 bytes each).
+    #[arg(long, default_value_t = 200_000_000)]
     max_rows: usize,
     /// A cluster this command starts: range servers.
     #[arg(long, default_value_t = 3)]

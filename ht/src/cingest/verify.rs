@@ -7,8 +7,8 @@
 //! ahead of its position, may point at a row written behind it (after the scan passed that
 //! row), which would count as UNDEFINED.
 //!
-//! Memory: the rows seen and the rows pointed at, as u64 in hash tables (about 40 bytes per
-//! row at worst), up to `max_rows` of them together; above that verify stops with an error.
+//! Memory: one hash-table entry per row seen or pointed at (a u64 and a byte of flags, about
+//! 20 bytes at worst), up to `max_rows` of them; above that verify stops with an error.
 
 use std::collections::{HashMap, HashSet};
 
@@ -29,7 +29,7 @@ pub struct VerifyReport {
     pub unreferenced: u64,
     pub undefined: u64,
     pub corrupt: u64,
-    /// Up to `MAX_EXAMPLES` undefined rows and a row pointing at each.
+    /// Up to `MAX_EXAMPLES` undefined rows and a row pointing at each (found by a second scan).
     pub undefined_rows: Vec<(u64, u64)>,
     /// Up to `MAX_EXAMPLES` corrupt cells, why.
     pub corrupt_cells: Vec<String>,
@@ -67,58 +67,99 @@ impl VerifyReport {
     }
 }
 
-/// Scans all of `table` and counts.
+/// A row exists (a valid node has it).
+const DEFINED: u8 = 1;
+/// A valid node points at the row.
+const POINTED_AT: u8 = 2;
+
+/// Scans all of `table` and counts; if rows are undefined, scans again for the rows that
+/// point at the first `MAX_EXAMPLES` of them.
 pub fn verify(
     client: &dyn Client,
     table: &str,
     families: &Families,
     max_rows: usize,
 ) -> anyhow::Result<VerifyReport> {
-    let mut defined: HashSet<u64> = HashSet::new();
-    // Row pointed at -> one row pointing at it.
-    let mut pointed: HashMap<u64, u64> = HashMap::new();
+    // Row -> DEFINED | POINTED_AT.
+    let mut rows: HashMap<u64, u8> = HashMap::new();
     let mut report = VerifyReport::default();
-    let mut scanner = client
-        .scanner(table, ScanSpec::default())
-        .with_context(|| format!("cannot scan {table}"))?;
-    while let Some(cell) = scanner
-        .next_cell()
-        .with_context(|| format!("the scan of {} failed after {} cells", table, report.cells))?
-    {
+    scan_nodes(client, table, families, |node| {
         report.cells += 1;
-        let node = match validate(&cell, families) {
+        let node = match node {
             Ok(n) => n,
             Err(e) => {
                 report.corrupt += 1;
                 if report.corrupt_cells.len() < MAX_EXAMPLES {
                     report.corrupt_cells.push(e.to_string());
                 }
-                continue;
+                return Ok(());
             }
         };
-        defined.insert(node.row);
+        *rows.entry(node.row).or_default() |= DEFINED;
         if let Some(p) = node.prev {
-            pointed.entry(p).or_insert(node.row);
+            *rows.entry(p).or_default() |= POINTED_AT;
         }
-        if defined.len() + pointed.len() > max_rows {
+        if rows.len() > max_rows {
             bail!(
                 "verify: {table} holds more than {max_rows} distinct rows (seen or pointed at) \
-                 after {} cells; raise --max-rows (each takes up to about 40 bytes of memory)",
+                 after {} cells; raise --max-rows (each takes up to about 20 bytes of memory)",
                 report.cells
             );
         }
-    }
-    for (row, by) in &pointed {
-        if defined.contains(row) {
-            report.referenced += 1;
-        } else {
-            report.undefined += 1;
-            if report.undefined_rows.len() < MAX_EXAMPLES {
-                report.undefined_rows.push((*row, *by));
+        Ok(())
+    })?;
+    let mut undefined = HashSet::new();
+    for (row, flags) in &rows {
+        match *flags {
+            f if f == DEFINED | POINTED_AT => report.referenced += 1,
+            DEFINED => report.unreferenced += 1,
+            _ => {
+                report.undefined += 1;
+                if undefined.len() < MAX_EXAMPLES {
+                    undefined.insert(*row);
+                }
             }
         }
     }
-    report.undefined_rows.sort_unstable();
-    report.unreferenced = defined.len() as u64 - report.referenced;
+    drop(rows);
+    if !undefined.is_empty() {
+        // Which rows point at them.
+        let mut by: HashMap<u64, u64> = HashMap::new();
+        scan_nodes(client, table, families, |node| {
+            if let Ok(n) = node
+                && let Some(p) = n.prev
+                && undefined.contains(&p)
+            {
+                by.entry(p).or_insert(n.row);
+            }
+            Ok(())
+        })?;
+        report.undefined_rows = undefined
+            .iter()
+            .filter_map(|r| by.get(r).map(|b| (*r, *b)))
+            .collect();
+        report.undefined_rows.sort_unstable();
+    }
     Ok(report)
+}
+
+/// Calls `f` with every cell of the table, parsed.
+fn scan_nodes(
+    client: &dyn Client,
+    table: &str,
+    families: &Families,
+    mut f: impl FnMut(Result<super::node::Node, super::node::NodeError>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let mut scanner = client
+        .scanner(table, ScanSpec::default())
+        .with_context(|| format!("cannot scan {table}"))?;
+    let mut cells = 0u64;
+    while let Some(cell) = scanner
+        .next_cell()
+        .with_context(|| format!("the scan of {table} failed after {cells} cells"))?
+    {
+        cells += 1;
+        f(validate(&cell, families))?;
+    }
+    Ok(())
 }
