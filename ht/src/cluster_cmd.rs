@@ -23,6 +23,10 @@ pub struct Proc {
     pub name: String,
     pub pid: u32,
     pub log: PathBuf,
+    /// The arguments after `ht serve <role>` (how `ht cingest agitate` restarts a process it
+    /// killed; empty in files written before they were recorded).
+    #[serde(default)]
+    pub args: Vec<String>,
 }
 
 /// What `ht start` launched.
@@ -57,7 +61,7 @@ impl ClusterFile {
         serde_json::from_str(&text).with_context(|| format!("{}: not a cluster file", p.display()))
     }
 
-    fn write(&self, dir: &Path) -> anyhow::Result<()> {
+    pub(crate) fn write(&self, dir: &Path) -> anyhow::Result<()> {
         let p = dir.join(CLUSTER_FILE);
         let tmp = dir.join(format!("{CLUSTER_FILE}.tmp"));
         std::fs::write(&tmp, serde_json::to_vec_pretty(self)?)
@@ -123,7 +127,7 @@ fn this_exe() -> anyhow::Result<PathBuf> {
 }
 
 /// Starts `ht serve ...` detached (own process group, output to a log file).
-fn spawn(dir: &Path, role: &str, name: &str, args: &[String]) -> anyhow::Result<Proc> {
+pub(crate) fn spawn(dir: &Path, role: &str, name: &str, args: &[String]) -> anyhow::Result<Proc> {
     use std::os::unix::process::CommandExt;
     let logs = dir.join("logs");
     std::fs::create_dir_all(&logs)?;
@@ -148,6 +152,7 @@ fn spawn(dir: &Path, role: &str, name: &str, args: &[String]) -> anyhow::Result<
         name: name.to_string(),
         pid: child.id(),
         log,
+        args: args.to_vec(),
     })
 }
 
@@ -164,7 +169,7 @@ pub fn alive(pid: u32) -> bool {
     unsafe { libc::kill(pid as i32, 0) == 0 }
 }
 
-fn signal(pid: u32, sig: i32) {
+pub(crate) fn signal(pid: u32, sig: i32) {
     // SAFETY: sends a signal to a process this cluster started.
     unsafe {
         libc::kill(pid as i32, sig);

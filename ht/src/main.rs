@@ -1,6 +1,7 @@
 //! `ht`: the one binary (shell, servers, loader, benchmarks).
 
 mod bench;
+mod cingest;
 mod cluster_cmd;
 mod fs_url;
 mod hyperspace_cmd;
@@ -48,6 +49,12 @@ enum Command {
     Stop(cluster_cmd::DirArgs),
     /// Servers, ranges per server, Hyperspace leader and health of a local cluster.
     Status(cluster_cmd::DirArgs),
+    /// Continuous ingest with an agitator: linked lists written, walked and verified on a
+    /// cluster while servers are killed (Accumulo's cingest).
+    Cingest {
+        #[command(subcommand)]
+        cmd: cingest::CingestCommand,
+    },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -63,6 +70,7 @@ fn main() -> anyhow::Result<()> {
         Command::Start(args) => cluster_cmd::start(args)?,
         Command::Stop(args) => cluster_cmd::stop(args)?,
         Command::Status(args) => cluster_cmd::status(args)?,
+        Command::Cingest { cmd } => std::process::exit(cingest::main(cmd)?),
     }
     Ok(())
 }
