@@ -1503,10 +1503,11 @@ impl Engine {
                 }
             }
         }
-        self.inner.log.close()?;
-        self.inner.meta.lock().close()?;
+        let res = self.inner.log.close();
+        let res = res.and_then(|()| self.inner.meta.lock().close());
+        // Nothing writes any more, whatever failed: another process may take the store.
         self.inner.store_lock.lock().take();
-        Ok(())
+        res
     }
 }
 

@@ -53,6 +53,8 @@ fn failed_log_append_is_not_acknowledged_and_later_reopen_has_acked_data() {
     assert!(err.to_string().contains("injected fault"), "{err}");
     // The log refuses further writes after a failure: nothing unsure is acknowledged.
     assert!(e.apply(7, &batch(200, 1)).is_err());
+    // Close reports the log's failure, writes nothing more, and frees the store for a new writer.
+    assert!(e.close().is_err());
     drop(e);
     let e = Engine::open(local, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
     let n = count(&e);

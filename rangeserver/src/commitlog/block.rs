@@ -241,6 +241,10 @@ pub fn unpack<'a>(
         return Ok(stored);
     }
     let n = h.uncompressed_len as usize;
+    // lz4 expands a byte to at most 255: a larger claim is damage, refused before allocating.
+    if n > stored.len().saturating_mul(255).saturating_add(16) {
+        return Err("uncompressed length exceeds what the lz4 payload can expand to");
+    }
     out.clear();
     out.resize(n, 0);
     match lz4_flex::block::decompress_into(stored, out) {
