@@ -128,6 +128,35 @@ pub async fn write_frame<M: Message>(
     Ok(())
 }
 
+/// Decodes the frame at the start of `buf` as [`read_frame`] reads one from a stream, and returns
+/// it with the bytes it took; `Ok(None)` if `buf` is empty.
+pub fn decode_frame<M: Message + Default>(
+    buf: &[u8],
+    limit: usize,
+) -> Result<Option<(M, usize)>, FrameError> {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    let Some(prefix) = buf.first_chunk::<LENGTH_PREFIX_BYTES>() else {
+        return Err(FrameError::Truncated {
+            got: buf.len(),
+            want: LENGTH_PREFIX_BYTES,
+        });
+    };
+    let len = u32::from_le_bytes(*prefix) as usize;
+    if len > limit {
+        return Err(FrameError::TooLarge { len, limit });
+    }
+    let body = &buf[LENGTH_PREFIX_BYTES..];
+    if body.len() < len {
+        return Err(FrameError::Truncated {
+            got: body.len(),
+            want: len,
+        });
+    }
+    Ok(Some((M::decode(&body[..len])?, LENGTH_PREFIX_BYTES + len)))
+}
+
 /// Reads one frame; `Ok(None)` if the stream ended cleanly before a new frame began.
 pub async fn read_frame<M: Message + Default>(
     recv: &mut quinn::RecvStream,
