@@ -226,4 +226,34 @@ mod tests {
         ));
         Ok(())
     }
+
+    #[test]
+    fn decode_frame_reads_one_frame_and_refuses_short_or_large_ones() -> Result<(), FrameError> {
+        let req = RequestEnvelope {
+            method: "echo".into(),
+            payload: Bytes::from_static(b"hi"),
+            stream: true,
+        };
+        let frame = encode(&req, 1024)?;
+        let mut two = frame.to_vec();
+        two.extend_from_slice(&frame);
+        assert_eq!(
+            decode_frame::<RequestEnvelope>(&two, 1024)?,
+            Some((req, frame.len()))
+        );
+        assert_eq!(decode_frame::<RequestEnvelope>(&[], 1024)?, None);
+        assert!(matches!(
+            decode_frame::<RequestEnvelope>(&frame[..2], 1024),
+            Err(FrameError::Truncated { got: 2, want: 4 })
+        ));
+        assert!(matches!(
+            decode_frame::<RequestEnvelope>(&frame[..frame.len() - 1], 1024),
+            Err(FrameError::Truncated { .. })
+        ));
+        assert!(matches!(
+            decode_frame::<RequestEnvelope>(&frame, 3),
+            Err(FrameError::TooLarge { limit: 3, .. })
+        ));
+        Ok(())
+    }
 }
