@@ -22,8 +22,13 @@ bin="target/$host/release"
 # SECONDS 0: build only (libFuzzer itself would take 0 as "no limit").
 [ "$secs" -gt 0 ] || exit 0
 
-# Scratch files of the targets go under target/ (one directory per process, removed after).
-export TMPDIR="$PWD/target/tmp"
+# Scratch files of the targets (one directory per process, removed after) go to a tmpfs where
+# there is one: the file-reading targets create, fsync and remove files on every input.
+if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  export TMPDIR="/dev/shm/ht-fuzz-$$"
+else
+  export TMPDIR="$PWD/target/tmp-$$"
+fi
 mkdir -p "$TMPDIR"
 printf '%-22s %8s %12s %8s\n' target seconds executions crashes
 failed=0
