@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds every fuzz target (coverage-guided libFuzzer through libfuzzer-sys, stable Rust) and runs
-# each for SECONDS, printing per target: seconds, executions, crashes. Exits 1 if any crashed.
+# each for SECONDS, printing per target: seconds, executions, crashes. Exits 1 if any crashed,
+# except targets with a reproducer of a known, not yet fixed bug in open/<target>/.
 # Usage: fuzz/run-all.sh SECONDS [TARGET...]   (SECONDS 0: build only; see fuzz/README.md)
 set -euo pipefail
 secs=${1:?usage: fuzz/run-all.sh SECONDS [TARGET...]}
@@ -45,12 +46,17 @@ for t in $targets; do
     "$work" "corpus/$t" "regressions/$t" >"$log" 2>&1 || rc=$?
   took=$(( $(date +%s) - start ))
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  crashes=0
+  crashes=0 note=
   if [ "$rc" -ne 0 ]; then
     crashes=1
-    failed=1
+    # A target with a reproducer in open/ has a known bug not fixed yet: reported, not failed.
+    if [ -n "$(ls -A "open/$t" 2>/dev/null)" ]; then
+      note="  (known open bug: fuzz/open/$t/)"
+    else
+      failed=1
+    fi
   fi
-  printf '%-22s %8s %12s %8s\n' "$t" "$took" "${execs:-?}" "$crashes"
+  printf '%-22s %8s %12s %8s%s\n' "$t" "$took" "${execs:-?}" "$crashes" "$note"
   if [ "$rc" -ne 0 ]; then
     echo "--- $t exited $rc; last lines of $log (reproducer in fuzz/$artifacts/):"
     tail -n 30 "$log"

@@ -16,8 +16,11 @@ use std::sync::{Arc, OnceLock};
 
 use dfs_broker::{BlockingFs, LocalFs};
 
-/// Every target: its name (the corpus directory, the fuzz binary) and its function.
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+/// A target: its name (the corpus directory, the fuzz binary) and its function.
+pub type Target = (&'static str, fn(&[u8]));
+
+/// Every target.
+pub const TARGETS: &[Target] = &[
     ("cellstore_block", cellstore_block),
     ("cellstore_file", cellstore_file),
     ("commitlog_replay", commitlog_replay),
@@ -147,7 +150,7 @@ mod cellstore {
     }
 
     /// Fixes the trailer, the index block, every data block the index names and the bloom block.
-    pub fn fix_file(buf: &mut Vec<u8>) {
+    pub fn fix_file(buf: &mut [u8]) {
         if buf.len() < TRAILER_LEN {
             return;
         }
@@ -307,14 +310,14 @@ pub fn cellstore_block(data: &[u8]) {
 
 /// A whole cell-store file: open (trailer, index, bloom filter) and scan.
 pub fn cellstore_file(data: &[u8]) {
-    with_fixed(data, cellstore::fix_file, cellstore::open_and_scan);
+    with_fixed(data, |b| cellstore::fix_file(b), cellstore::open_and_scan);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Commit log (docs/formats/commitlog.md)
 
 /// Fixes the fragment headers and block checksums of a commit-log fragment.
-fn fix_fragment(b: &mut Vec<u8>) {
+fn fix_fragment(b: &mut [u8]) {
     if b.len() < 24 {
         return;
     }
@@ -613,7 +616,7 @@ pub fn packed_scan_cells(data: &[u8]) {
 // ---------------------------------------------------------------------------------------------
 // chunkfs op log (docs/formats/chunkfs.md)
 
-fn fix_oplog(b: &mut Vec<u8>) {
+fn fix_oplog(b: &mut [u8]) {
     let mut off = 0usize;
     while b.len() - off >= 8 {
         let n = le_u32(b, off).unwrap_or(0) as usize;
@@ -632,20 +635,24 @@ fn fix_oplog(b: &mut Vec<u8>) {
 pub fn chunkfs_oplog(data: &[u8]) {
     use chunkfs::meta::namespace::Namespace;
     use chunkfs::meta::oplog::{decode_records, encode_record};
-    with_fixed(data, fix_oplog, |data| {
-        let (ops, good) = decode_records(data);
-        assert!(good <= data.len(), "good prefix past the end");
-        let mut ns = Namespace::new();
-        for op in &ops {
-            let _ = ns.apply(op);
-        }
-        let again: Vec<u8> = ops.iter().flat_map(encode_record).collect();
-        let (back, back_good) = decode_records(&again);
-        assert!(
-            back.len() == ops.len() && back_good == again.len(),
-            "re-encoded op-log records decode"
-        );
-    });
+    with_fixed(
+        data,
+        |b| fix_oplog(b),
+        |data| {
+            let (ops, good) = decode_records(data);
+            assert!(good <= data.len(), "good prefix past the end");
+            let mut ns = Namespace::new();
+            for op in &ops {
+                let _ = ns.apply(op);
+            }
+            let again: Vec<u8> = ops.iter().flat_map(encode_record).collect();
+            let (back, back_good) = decode_records(&again);
+            assert!(
+                back.len() == ops.len() && back_good == again.len(),
+                "re-encoded op-log records decode"
+            );
+        },
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
