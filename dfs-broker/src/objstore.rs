@@ -36,6 +36,22 @@ use crate::{DirEntry, Fs, FsError, FsReader, FsResult, FsWriter, check_path};
 use file::{ObjReader, ObjWriter};
 use manifest::Manifest;
 
+/// The length of the file a manifest object's bytes describe, decoded and checked as a read
+/// does; for the fuzz targets (`fuzz/`).
+pub fn manifest_file_length(data: &[u8]) -> FsResult<u64> {
+    Ok(Manifest::decode("decode", "/", "manifest", data)?.len())
+}
+
+/// The pieces `(segment, offset in it, length)` a read of `len` bytes at `offset` maps to in the
+/// file a manifest object's bytes describe; for the fuzz targets (`fuzz/`).
+pub fn manifest_map_range(data: &[u8], offset: u64, len: u64) -> FsResult<Vec<(usize, u64, u64)>> {
+    let m = Manifest::decode("decode", "/", "manifest", data)?;
+    Ok(m.map_range(offset, len)
+        .into_iter()
+        .map(|p| (p.segment, p.offset, p.len))
+        .collect())
+}
+
 /// Default size of the buffer of `append(None)` data, and so of a segment written without a
 /// flush: 8 MiB.
 pub const DEFAULT_SEGMENT_BYTES: usize = 8 << 20;

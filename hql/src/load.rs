@@ -23,7 +23,7 @@
 //!
 //! Line numbers in messages count every line of the input, the header included.
 
-mod format;
+pub mod format;
 mod pipeline;
 mod sink;
 

@@ -128,6 +128,35 @@ pub async fn write_frame<M: Message>(
     Ok(())
 }
 
+/// Decodes the frame at the start of `buf` as [`read_frame`] reads one from a stream, and returns
+/// it with the bytes it took; `Ok(None)` if `buf` is empty.
+pub fn decode_frame<M: Message + Default>(
+    buf: &[u8],
+    limit: usize,
+) -> Result<Option<(M, usize)>, FrameError> {
+    if buf.is_empty() {
+        return Ok(None);
+    }
+    let Some(prefix) = buf.first_chunk::<LENGTH_PREFIX_BYTES>() else {
+        return Err(FrameError::Truncated {
+            got: buf.len(),
+            want: LENGTH_PREFIX_BYTES,
+        });
+    };
+    let len = u32::from_le_bytes(*prefix) as usize;
+    if len > limit {
+        return Err(FrameError::TooLarge { len, limit });
+    }
+    let body = &buf[LENGTH_PREFIX_BYTES..];
+    if body.len() < len {
+        return Err(FrameError::Truncated {
+            got: body.len(),
+            want: len,
+        });
+    }
+    Ok(Some((M::decode(&body[..len])?, LENGTH_PREFIX_BYTES + len)))
+}
+
 /// Reads one frame; `Ok(None)` if the stream ended cleanly before a new frame began.
 pub async fn read_frame<M: Message + Default>(
     recv: &mut quinn::RecvStream,
@@ -193,6 +222,36 @@ mod tests {
         assert_eq!(RequestEnvelope::decode(&frame[LENGTH_PREFIX_BYTES..])?, req);
         assert!(matches!(
             encode(&req, 3),
+            Err(FrameError::TooLarge { limit: 3, .. })
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn decode_frame_reads_one_frame_and_refuses_short_or_large_ones() -> Result<(), FrameError> {
+        let req = RequestEnvelope {
+            method: "echo".into(),
+            payload: Bytes::from_static(b"hi"),
+            stream: true,
+        };
+        let frame = encode(&req, 1024)?;
+        let mut two = frame.to_vec();
+        two.extend_from_slice(&frame);
+        assert_eq!(
+            decode_frame::<RequestEnvelope>(&two, 1024)?,
+            Some((req, frame.len()))
+        );
+        assert_eq!(decode_frame::<RequestEnvelope>(&[], 1024)?, None);
+        assert!(matches!(
+            decode_frame::<RequestEnvelope>(&frame[..2], 1024),
+            Err(FrameError::Truncated { got: 2, want: 4 })
+        ));
+        assert!(matches!(
+            decode_frame::<RequestEnvelope>(&frame[..frame.len() - 1], 1024),
+            Err(FrameError::Truncated { .. })
+        ));
+        assert!(matches!(
+            decode_frame::<RequestEnvelope>(&frame, 3),
             Err(FrameError::TooLarge { limit: 3, .. })
         ));
         Ok(())

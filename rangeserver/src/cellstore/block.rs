@@ -177,6 +177,17 @@ pub(crate) fn decode_block(
             Ok((entry_count, buf))
         }
         COMPRESSION_LZ4 => {
+            // The header's length sizes the allocation, so it must be one lz4 can produce
+            // from the stored bytes (found by fuzz target cellstore_block: a 4 GiB claim).
+            if uncompressed_len > lz4_max_expansion(stored_len) {
+                return Err(corrupt(
+                    file,
+                    offset,
+                    format!(
+                        "lz4 block claims {uncompressed_len} bytes from {stored_len}, more than lz4 expands to"
+                    ),
+                ));
+            }
             let mut out = vec![0u8; uncompressed_len];
             match lz4_flex::block::decompress_into(&buf[HEADER_LEN..], &mut out) {
                 Ok(n) if n == uncompressed_len => Ok((entry_count, out)),
@@ -194,6 +205,12 @@ pub(crate) fn decode_block(
             format!("unknown compression type {c}"),
         )),
     }
+}
+
+/// The most bytes an lz4 block of `stored_len` bytes can decompress to: one length byte stands
+/// for at most 255 bytes of a match.
+pub(crate) fn lz4_max_expansion(stored_len: usize) -> usize {
+    stored_len.saturating_mul(255).saturating_add(16)
 }
 
 /// A verified, decompressed data block: entries, then the restart array, then its count.
@@ -313,6 +330,30 @@ mod tests {
         #[test]
         fn decode_block_never_panics(data in proptest::collection::vec(any::<u8>(), 0..100)) {
             let _ = decode_block("/x", 0, data, MAGIC_DATA);
+        }
+    }
+
+    #[test]
+    fn lz4_block_claiming_more_than_lz4_expands_to_is_refused_before_allocating() {
+        let payload = vec![7u8; 100_000];
+        let mut out = Vec::new();
+        encode_block(&mut out, MAGIC_DATA, true, 1, &payload);
+        assert_eq!(out[4], COMPRESSION_LZ4);
+        let stored = out.len() - HEADER_LEN;
+        assert!(
+            payload.len() <= lz4_max_expansion(stored),
+            "a real block is within the bound"
+        );
+        assert!(decode_block("/x", 0, out.clone(), MAGIC_DATA).is_ok());
+        // A header (with a good checksum) claiming 4 GiB.
+        out[8..12].copy_from_slice(&0xFFFF_FFF0u32.to_le_bytes());
+        let crc = crc32c::crc32c(&out[..24]);
+        out[24..28].copy_from_slice(&crc.to_le_bytes());
+        match decode_block("/x", 0, out, MAGIC_DATA) {
+            Err(Error::Corrupt { msg, .. }) => {
+                assert!(msg.contains("more than lz4 expands to"), "{msg}")
+            }
+            other => panic!("expected a refusal, got {other:?}"),
         }
     }
 
