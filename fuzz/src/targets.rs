@@ -639,14 +639,14 @@ pub fn chunkfs_oplog(data: &[u8]) {
         data,
         |b| fix_oplog(b),
         |data| {
-            let (ops, good) = decode_records(data);
+            let (ops, good, _) = decode_records(data);
             assert!(good <= data.len(), "good prefix past the end");
             let mut ns = Namespace::new();
             for op in &ops {
                 let _ = ns.apply(op);
             }
             let again: Vec<u8> = ops.iter().flat_map(encode_record).collect();
-            let (back, back_good) = decode_records(&again);
+            let (back, back_good, _) = decode_records(&again);
             assert!(
                 back.len() == ops.len() && back_good == again.len(),
                 "re-encoded op-log records decode"
@@ -754,7 +754,7 @@ pub fn tsv_lines(data: &[u8]) {
     } else {
         rest
     };
-    let mut parser = LineParser::new(layout, b"\t".to_vec(), &opts, families, 7);
+    let mut parser = LineParser::new(layout, b"\t".to_vec(), &opts, families, 7, 1 << 20);
     let parsed = parser.parse_chunk(chunk, opt & 4 != 0);
     assert!(
         parsed

@@ -116,7 +116,13 @@ fn run_then_delete_a_row(kill: &[&str]) {
     let out = Command::new(ht())
         .args(["cingest", "run", "--data-dir"])
         .arg(cluster.dir.path())
-        .args(["--seconds", &secs, "--agitate-every", "20", "--keep-cluster"])
+        .args([
+            "--seconds",
+            &secs,
+            "--agitate-every",
+            "20",
+            "--keep-cluster",
+        ])
         .args(kill)
         .output()
         .expect("run ht cingest run");

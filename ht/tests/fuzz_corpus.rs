@@ -420,8 +420,11 @@ fn seeds_are_real_files() {
     )
     .expect("the state seed restores");
     assert!(st.session_count() == 1, "the state seed holds its session");
-    let (ops, good) = chunkfs::meta::oplog::decode_records(&seeds["chunkfs_oplog"][0]);
-    assert_eq!((ops.len(), good), (8, seeds["chunkfs_oplog"][0].len()));
+    let (ops, good, bad) = chunkfs::meta::oplog::decode_records(&seeds["chunkfs_oplog"][0]);
+    assert_eq!(
+        (ops.len(), good, bad),
+        (8, seeds["chunkfs_oplog"][0].len(), None)
+    );
     for m in &seeds["objstore_manifest"] {
         dfs_broker::objstore::manifest_file_length(m).expect("the manifest seed decodes");
     }

@@ -364,9 +364,7 @@ fn damaged_last_block_of_an_older_fragment_is_an_error_not_a_torn_tail() {
     let mut b = std::fs::read(&path).expect("read");
     b[last_block as usize + 45] ^= 1;
     std::fs::write(&path, b).expect("write");
-    let err = open(&rt, db.path())
-        .err()
-        .expect("the damaged fragment must not open");
+    let err = open(&rt, db.path()).expect_err("the damaged fragment must not open");
     assert!(err.to_string().contains(&format!("/{rel}")), "{err}");
     assert!(
         err.to_string().contains(&last_block.to_string()),
@@ -472,9 +470,7 @@ fn two_writers_on_one_store_through_the_same_file_system_are_refused() {
     let db = tempfile::tempdir().expect("tempdir");
     let first = open(&rt, db.path()).expect("open");
     // Another LocalFs on the same directory, as another process's `--dfs file:///...` would be.
-    let err = open(&rt, db.path())
-        .err()
-        .expect("a second writer must be refused");
+    let err = open(&rt, db.path()).expect_err("a second writer must be refused");
     assert!(err.to_string().contains("/ht/LOCK"), "{err}");
     assert!(err.to_string().contains("in use"), "{err}");
     first.close().expect("close");
