@@ -522,7 +522,16 @@ impl Engine {
             let meta = meta.clone();
             Arc::new(move |r: &LogRecord| meta.lock().write(vec![MetaOp::Log(r.clone())]))
         };
-        let torn_meta = meta.lock().torn_tail().map(str::to_string);
+        let why = {
+            let m = meta.lock();
+            match (m.read_from(), m.torn_tail()) {
+                (Some(f), Some(cut)) => Some(format!(
+                    "the meta log read from {f} disagrees; its last record was cut as torn: {cut}"
+                )),
+                (Some(f), None) => Some(format!("the meta log read from {f} disagrees")),
+                _ => None,
+            }
+        };
         let log = CommitLog::open_tracked(
             bfs.clone(),
             &join(root, "log"),
@@ -530,12 +539,13 @@ impl Engine {
             track.clone(),
             Some(recorder),
         )
-        .map_err(|e| match (e, torn_meta) {
-            // The record that would have explained the log may be the one cut as torn.
-            (Error::Corrupt { file, offset, msg }, Some(cut)) => Error::Corrupt {
+        .map_err(|e| match (e, why) {
+            // A fragment the record does not explain: the damage may be in either file (a
+            // meta log cut at a record boundary looks whole), so name both.
+            (Error::Corrupt { file, offset, msg }, Some(why)) => Error::Corrupt {
                 file,
                 offset,
-                msg: format!("{msg} (the meta log's last record was cut as torn: {cut})"),
+                msg: format!("{msg} ({why})"),
             },
             (e, _) => e,
         })?;

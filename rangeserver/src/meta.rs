@@ -201,6 +201,8 @@ pub struct MetaLog {
     records: u64,
     /// Where open cut a torn last record (file and offset), if it did.
     torn_tail: Option<String>,
+    /// The file open read the state from (since rewritten into the next one).
+    read_from: Option<String>,
 }
 
 fn file_header() -> Vec<u8> {
@@ -472,6 +474,7 @@ impl MetaLog {
             state,
             records,
             torn_tail,
+            read_from: (records > 0).then(|| join(dir, &format!("meta.{number}"))),
         };
         log.remove_older_files()?;
         log.records = 0;
@@ -516,6 +519,12 @@ impl MetaLog {
     /// state read proves inconsistent with the engine's other files.
     pub fn torn_tail(&self) -> Option<&str> {
         self.torn_tail.as_deref()
+    }
+
+    /// The file open read the state from, if any (it is rewritten into the next number at
+    /// open): what to name when the state proves inconsistent with the engine's other files.
+    pub fn read_from(&self) -> Option<&str> {
+        self.read_from.as_deref()
     }
 
     /// The state as of the last record written.
