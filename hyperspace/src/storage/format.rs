@@ -366,11 +366,23 @@ pub(super) fn write_head(dir: &Path, head: Head, sync: bool) -> Result<(), Stora
     put_u64(&mut b, head.snapshot_index);
     let crc = crc32c::crc32c(&b);
     put_u32(&mut b, crc);
-    let path = dir.join(HEAD_NAME);
-    let tmp = dir.join(format!("{HEAD_NAME}.tmp"));
+    write_replacing(dir, HEAD_NAME, &b, sync)?;
+    Ok(())
+}
+
+/// Writes `bytes` as `dir/name` through `name.tmp`: written, synced (if `sync`), renamed over
+/// `name`, the directory synced, so a crash leaves the old file or the new one, never a part.
+pub(super) fn write_replacing(
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+    sync: bool,
+) -> Result<PathBuf, StorageError> {
+    let path = dir.join(name);
+    let tmp = dir.join(format!("{name}.tmp"));
     let write = || -> std::io::Result<()> {
         let mut f = File::create(&tmp)?;
-        f.write_all(&b)?;
+        f.write_all(bytes)?;
         if sync {
             f.sync_all()?;
         }
@@ -381,7 +393,7 @@ pub(super) fn write_head(dir: &Path, head: Head, sync: bool) -> Result<(), Stora
     if sync {
         sync_dir(dir)?;
     }
-    Ok(())
+    Ok(path)
 }
 
 /// Reads and verifies `dir/HEAD`; `None` if there is none (a new directory, or one written

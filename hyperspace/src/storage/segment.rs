@@ -1,7 +1,7 @@
 //! Log segment files: creation and replay (`docs/formats/hyperspace-log.md`).
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{Seek, SeekFrom, Write};
+use std::io::{Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use raft::prelude::{ConfState, Entry, HardState, Snapshot};
@@ -35,21 +35,7 @@ pub(super) fn create_segment(
         format::REC_STATE,
         &format::state_payload(hs, cs, end)?,
     )?;
-    let path = dir.join(format::segment_name(seq));
-    let tmp = dir.join(format!("{}.tmp", format::segment_name(seq)));
-    let write = || -> std::io::Result<()> {
-        let mut f = File::create(&tmp)?;
-        f.write_all(&buf)?;
-        if sync {
-            f.sync_all()?;
-        }
-        Ok(())
-    };
-    write().map_err(io_err(&tmp))?;
-    fs::rename(&tmp, &path).map_err(io_err(&path))?;
-    if sync {
-        format::sync_dir(dir)?;
-    }
+    let path = format::write_replacing(dir, &format::segment_name(seq), &buf, sync)?;
     let file = open_for_append(&path)?;
     let seg = Segment {
         seq,
