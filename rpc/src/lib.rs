@@ -15,6 +15,6 @@ pub mod tls;
 pub use bytes::Bytes;
 pub use client::{Client, ClientOptions, ResponseStream, bind_addr, local_ip, set_local_ip};
 pub use error::RpcError;
-pub use retry::{RetryPolicy, retry};
+pub use retry::{Backoff, RetryPolicy, retry, retry_seeded};
 pub use server::{PeerInfo, STALLED_READER, Server, ServerOptions, Service, StreamSink};
 pub use tls::{ClusterCredentials, TlsError};
