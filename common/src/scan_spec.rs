@@ -10,6 +10,24 @@ pub struct RowInterval {
 }
 
 impl RowInterval {
+    /// The encoded key a scan of the interval seeks to first (empty: from the beginning).
+    pub fn start_key(&self) -> Vec<u8> {
+        match &self.start {
+            Bound::Included(s) => crate::key::row_start(s),
+            Bound::Excluded(s) => crate::key::row_end(s),
+            Bound::Unbounded => Vec::new(),
+        }
+    }
+
+    /// The encoded key at or after which a cell lies beyond the interval (`None`: unbounded).
+    pub fn end_key(&self) -> Option<Vec<u8>> {
+        match &self.end {
+            Bound::Included(e) => Some(crate::key::row_end(e)),
+            Bound::Excluded(e) => Some(crate::key::row_start(e)),
+            Bound::Unbounded => None,
+        }
+    }
+
     /// Every row.
     pub fn all() -> Self {
         Self {
@@ -84,6 +102,26 @@ pub struct CellPos {
 pub struct CellInterval {
     pub start: Bound<CellPos>,
     pub end: Bound<CellPos>,
+}
+
+impl CellInterval {
+    /// The encoded key a scan of the interval seeks to first (empty: from the beginning).
+    pub fn start_key(&self) -> Vec<u8> {
+        match &self.start {
+            Bound::Included(p) => crate::key::cell_start(&p.row, p.family, &p.qualifier),
+            Bound::Excluded(p) => crate::key::cell_end(&p.row, p.family, &p.qualifier),
+            Bound::Unbounded => Vec::new(),
+        }
+    }
+
+    /// The encoded key at or after which a cell lies beyond the interval (`None`: unbounded).
+    pub fn end_key(&self) -> Option<Vec<u8>> {
+        match &self.end {
+            Bound::Included(p) => Some(crate::key::cell_end(&p.row, p.family, &p.qualifier)),
+            Bound::Excluded(p) => Some(crate::key::cell_start(&p.row, p.family, &p.qualifier)),
+            Bound::Unbounded => None,
+        }
+    }
 }
 
 /// Which qualifiers of a family a scan wants.
