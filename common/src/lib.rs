@@ -8,6 +8,7 @@ pub mod mutation;
 pub mod row_range;
 pub mod scan_spec;
 pub mod schema;
+pub mod status;
 pub mod time;
 
 pub use key::{Cell, CellFlag, Key, KeyRef};
