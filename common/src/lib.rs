@@ -20,6 +20,12 @@ pub use schema::{
     SchemaError, TableSchema, TimeOrder,
 };
 
+/// An error that knows its coarse [`ErrorKind`], so that a layer wrapping it (the client's
+/// `ClientError::Storage`) keeps both the kind and the error itself as its source.
+pub trait HasErrorKind: std::error::Error + Send + Sync + 'static {
+    fn error_kind(&self) -> ErrorKind;
+}
+
 /// What a caller at the public edge should do about an error (retry, fix input, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorKind {
