@@ -1,0 +1,35 @@
+//! What a storage engine reports about itself: its ranges and its counters, read by the
+//! range server, clients, the master's balancer and `ht status`.
+
+/// A range as reported to callers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangeInfo {
+    pub id: u64,
+    pub table_id: u32,
+    pub start_row: Option<Vec<u8>>,
+    pub end_row: Option<Vec<u8>>,
+    pub size_bytes: u64,
+    pub stores: usize,
+    pub cache_bytes: u64,
+    /// Cells written since the range was loaded here (a counter: the master's load balancer
+    /// turns its growth into a rate).
+    pub cells_written: u64,
+    /// Cells scans stepped over since the range was loaded here.
+    pub cells_read: u64,
+}
+
+/// Counters for reports and tests.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    pub cache_bytes: u64,
+    pub ranges: usize,
+    pub stores: usize,
+    pub minor_compactions: u64,
+    pub merging_compactions: u64,
+    pub major_compactions: u64,
+    pub splits: u64,
+    pub replayed_cells: u64,
+    pub purged_fragments: u64,
+    pub block_cache_hits: u64,
+    pub block_cache_misses: u64,
+}
