@@ -1,66 +1,18 @@
 //! The client interface every front end uses (the HQL executor, the loader, benchmarks), and
-//! its embedded implementation ([`embedded::EmbeddedClient`]). The cluster client will
-//! implement the same [`Client`] trait, so front ends never know which one they talk to.
+//! its implementation over a cluster ([`cluster::ClusterClient`]). The embedded database (crate
+//! `embedded`) implements the same [`Client`] trait, so front ends never know which one they
+//! talk to. This crate links no storage engine: its wire types come from `proto`.
 //!
 //! Names are absolute paths: namespaces `/`, `/a`, `/a/b`; tables `/a/t` (the last component is
 //! the table name). Callers resolve relative names against their current namespace first.
 //! Calls are blocking: make them from plain threads, not from inside an async task.
 
 pub mod cluster;
-pub mod embedded;
 
 pub use common::{Cell, Mutation, ScanSpec, TableSchema};
 
-/// An error at the client interface. Messages name the namespace or table concerned.
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("namespace '{0}' does not exist")]
-    NamespaceNotFound(String),
-    #[error("namespace '{0}' already exists")]
-    NamespaceExists(String),
-    #[error("namespace '{0}' is not empty")]
-    NamespaceNotEmpty(String),
-    #[error("table '{0}' does not exist")]
-    TableNotFound(String),
-    #[error("table '{0}' already exists")]
-    TableExists(String),
-    #[error("{0}")]
-    InvalidInput(String),
-    /// A failure of the storage layer; `kind` says what the caller can do about it.
-    #[error("{message}")]
-    Storage {
-        kind: common::ErrorKind,
-        message: String,
-    },
-}
-
-impl ClientError {
-    /// The coarse kind for callers deciding what to do.
-    pub fn kind(&self) -> common::ErrorKind {
-        use common::ErrorKind as K;
-        match self {
-            Self::NamespaceNotFound(_) | Self::TableNotFound(_) => K::NotFound,
-            Self::NamespaceExists(_) | Self::TableExists(_) => K::AlreadyExists,
-            Self::NamespaceNotEmpty(_) | Self::InvalidInput(_) => K::InvalidInput,
-            Self::Storage { kind, .. } => *kind,
-        }
-    }
-}
-
-impl From<rangeserver::Error> for ClientError {
-    fn from(e: rangeserver::Error) -> Self {
-        match e {
-            rangeserver::Error::InvalidInput(m) => Self::InvalidInput(m),
-            rangeserver::Error::Schema(s) => Self::InvalidInput(s.to_string()),
-            other => Self::Storage {
-                kind: other.kind(),
-                message: other.to_string(),
-            },
-        }
-    }
-}
-
-pub type Result<T> = std::result::Result<T, ClientError>;
+pub use common::CompactionKind;
+pub use proto::error::{ClientError, Result, hs_err, normalize_path, split_path};
 
 /// One entry of a namespace listing.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -68,16 +20,6 @@ pub struct ListingEntry {
     /// The name within the namespace (no slashes).
     pub name: String,
     pub is_namespace: bool,
-}
-
-/// Which compaction to run (HQL `COMPACT [TYPE=...]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompactionKind {
-    Minor,
-    Merging,
-    Major,
-    /// Remove files nothing references any more.
-    Gc,
 }
 
 /// A database: namespaces, tables and their data.
@@ -135,54 +77,4 @@ pub trait TableMutator: Send {
 pub trait TableScanner: Send {
     /// The next cell, or `None` at the end.
     fn next_cell(&mut self) -> Result<Option<Cell>>;
-}
-
-/// Splits an absolute path into its parent namespace and last component:
-/// `/a/b/t` -> (`/a/b`, `t`), `/t` -> (`/`, `t`).
-pub fn split_path(path: &str) -> Result<(String, String)> {
-    let norm = normalize_path(path)?;
-    if norm == "/" {
-        return Err(ClientError::InvalidInput(
-            "the root namespace has no name".into(),
-        ));
-    }
-    let i = norm.rfind('/').expect("normalized paths start with /");
-    let parent = if i == 0 {
-        "/".to_string()
-    } else {
-        norm[..i].to_string()
-    };
-    Ok((parent, norm[i + 1..].to_string()))
-}
-
-/// Checks an absolute path and removes duplicate and trailing slashes.
-pub fn normalize_path(path: &str) -> Result<String> {
-    if !path.starts_with('/') {
-        return Err(ClientError::InvalidInput(format!(
-            "'{path}' is not an absolute name"
-        )));
-    }
-    let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
-    for p in &parts {
-        if *p == "." || *p == ".." {
-            return Err(ClientError::InvalidInput(format!("bad name '{path}'")));
-        }
-    }
-    Ok(format!("/{}", parts.join("/")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths() {
-        assert_eq!(normalize_path("//a//b/").unwrap(), "/a/b");
-        assert_eq!(normalize_path("/").unwrap(), "/");
-        assert!(normalize_path("a").is_err());
-        assert!(normalize_path("/a/../b").is_err());
-        assert_eq!(split_path("/a/b/t").unwrap(), ("/a/b".into(), "t".into()));
-        assert_eq!(split_path("/t").unwrap(), ("/".into(), "t".into()));
-        assert!(split_path("/").is_err());
-    }
 }

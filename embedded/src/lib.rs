@@ -17,33 +17,18 @@ use hyperspace::node::{NoPeers, Node, NodeConfig};
 use parking_lot::{Mutex, RwLock};
 use rangeserver::engine::{self, Engine, EngineOptions};
 
-use crate::{
+use client::{
     Cell, Client, ClientError, CompactionKind, ListingEntry, Mutation, Result, ScanSpec,
     TableMutator, TableScanner, normalize_path, split_path,
 };
+use proto::layout::{HT as HT_ROOT, NAMESPACES as NS_ROOT, NEXT_TABLE_ID, ns_node};
 
 /// Where namespaces were kept before Hyperspace (engine meta-log attributes); read once to
 /// carry an older data directory over.
 const NAMESPACE_PREFIX: &str = "ns:";
-const NEXT_TABLE_ID: &str = "next_table_id";
-/// Hyperspace directory of the namespace tree.
-const NS_ROOT: &str = "/ht/namespaces";
-/// Hyperspace node whose `next_table_id` attribute counts table ids.
-const HT_ROOT: &str = "/ht";
-
-fn ns_node(path: &str) -> String {
-    if path == "/" {
-        NS_ROOT.to_string()
-    } else {
-        format!("{NS_ROOT}{path}")
-    }
-}
 
 fn hs_err(e: hyperspace::client::ClientError) -> ClientError {
-    ClientError::Storage {
-        kind: common::ErrorKind::Unavailable,
-        message: format!("hyperspace: {e}"),
-    }
+    ClientError::storage(common::ErrorKind::Unavailable, format!("hyperspace: {e}"))
 }
 
 /// Makes the file system the engine writes through, on the database's I/O runtime (backends
@@ -114,20 +99,18 @@ impl EmbeddedClient {
             .thread_name("ht-embedded-io")
             .enable_all()
             .build()
-            .map_err(|e| ClientError::Storage {
-                kind: common::ErrorKind::Internal,
-                message: format!("cannot start the I/O runtime: {e}"),
+            .map_err(|e| {
+                ClientError::storage(
+                    common::ErrorKind::Internal,
+                    format!("cannot start the I/O runtime: {e}"),
+                )
             })?;
         let fs: Arc<dyn dfs_broker::Fs> = match &opts.fs {
             Some(make) => make(rt.handle())?,
-            None => {
-                Arc::new(
-                    LocalFs::new(data_dir.as_ref()).map_err(|e| ClientError::Storage {
-                        kind: e.kind(),
-                        message: e.to_string(),
-                    })?,
-                )
-            }
+            None => Arc::new(
+                LocalFs::new(data_dir.as_ref())
+                    .map_err(|e| ClientError::storage(e.kind(), e.to_string()))?,
+            ),
         };
         let engine = Engine::open(fs, "/ht", opts.engine.clone(), rt.handle().clone())?;
         let names = engine
@@ -222,9 +205,11 @@ async fn open_hyperspace(data_dir: &Path, engine: &Engine) -> Result<(Hyperspace
         NodeConfig::single(data_dir.join("hyperspace")),
         Arc::new(NoPeers),
     )
-    .map_err(|e| ClientError::Storage {
-        kind: common::ErrorKind::Unavailable,
-        message: format!("cannot open hyperspace in {}: {e}", data_dir.display()),
+    .map_err(|e| {
+        ClientError::storage(
+            common::ErrorKind::Unavailable,
+            format!("cannot open hyperspace in {}: {e}", data_dir.display()),
+        )
     })?;
     let (hs, _events) = Hyperspace::open_session(
         Arc::new(LocalChannel::new(node.clone())),
@@ -240,12 +225,9 @@ async fn open_hyperspace(data_dir: &Path, engine: &Engine) -> Result<(Hyperspace
                 first_incomplete: 0,
                 op: Some(Op::ExpireSession(ExpireSession { session: s.id })),
             };
-            node.propose(expire)
-                .await
-                .map_err(|e| ClientError::Storage {
-                    kind: common::ErrorKind::Unavailable,
-                    message: format!("hyperspace: {e}"),
-                })?;
+            node.propose(expire).await.map_err(|e| {
+                ClientError::storage(common::ErrorKind::Unavailable, format!("hyperspace: {e}"))
+            })?;
         }
     }
     if !hs.exists(NS_ROOT).await.map_err(hs_err)? {
@@ -350,9 +332,11 @@ impl Client for EmbeddedClient {
         let path = self.new_name(path)?;
         // Ids are never reused: the counter moves on before the table exists.
         let next = self.hs(self.hs.attr_incr(HT_ROOT, NEXT_TABLE_ID, 1))?;
-        let next = u32::try_from(next).map_err(|_| ClientError::Storage {
-            kind: common::ErrorKind::Internal,
-            message: format!("table id counter out of range: {next}"),
+        let next = u32::try_from(next).map_err(|_| {
+            ClientError::storage(
+                common::ErrorKind::Internal,
+                format!("table id counter out of range: {next}"),
+            )
         })?;
         schema.id = next;
         schema.name = path.clone();

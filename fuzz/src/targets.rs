@@ -580,7 +580,7 @@ pub fn rpc_frame(data: &[u8]) {
 /// `count` (u32 LE) then the packed cells of an `rs.update`: cells that decode re-encode to a
 /// packing that decodes to the same cells.
 pub fn packed_update_cells(data: &[u8]) {
-    use rangeserver::server::messages::{decode_cells, encode_cells};
+    use proto::rs::messages::{decode_cells, encode_cells};
     let data = bounded(data);
     let Some(count) = le_u32(data, 0) else {
         return;
@@ -596,7 +596,7 @@ pub fn packed_update_cells(data: &[u8]) {
 
 /// `count` (u32 LE) then the packed cells of a `ScanBlock`, read one at a time.
 pub fn packed_scan_cells(data: &[u8]) {
-    use rangeserver::server::messages::PackedCells;
+    use proto::rs::messages::PackedCells;
     let data = bounded(data);
     let Some(count) = le_u32(data, 0) else {
         return;

@@ -159,15 +159,20 @@ pub struct ShellConfig {
     pub execute: Option<String>,
     /// `-f`: a file of statements to run.
     pub command_file: Option<PathBuf>,
-    /// Where the embedded database lives.
-    pub data_dir: PathBuf,
-    /// How the embedded database is opened (its file system, limits).
-    pub embedded: client::embedded::EmbeddedOptions,
-    /// Connects to a cluster instead of opening the embedded database (`ht shell --cluster`).
-    pub cluster: Option<Connect>,
+    /// The database the statements run against (the binary wires it: the embedded database on
+    /// a data directory, or a cluster); `None` runs nothing and fails.
+    pub database: Option<Database>,
 }
 
-/// Opens a client on a cluster; the error says why it could not.
+/// How the shell reaches its database: `connect` opens it, `what` names it in an error
+/// (`cannot open the database in './ht-data'`, `cannot connect to the cluster`).
+#[derive(Clone, Debug)]
+pub struct Database {
+    pub what: String,
+    pub connect: Connect,
+}
+
+/// Opens a client; the error says why it could not.
 #[derive(Clone)]
 pub struct Connect(pub Arc<dyn Fn() -> Result<Arc<dyn Client>, String> + Send + Sync>);
 
@@ -541,28 +546,17 @@ impl Shell {
     }
 }
 
-/// `ht shell`: opens the embedded database and runs statements; returns the exit code.
+/// `ht shell`: opens the database and runs statements; returns the exit code.
 pub fn run(config: &ShellConfig) -> i32 {
-    let client: Arc<dyn Client> = match &config.cluster {
-        Some(connect) => match (connect.0)() {
-            Ok(c) => c,
-            Err(e) => {
-                eprintln!("Error: cannot connect to the cluster: {e}");
-                return 1;
-            }
-        },
-        None => {
-            match client::embedded::EmbeddedClient::open(&config.data_dir, config.embedded.clone())
-            {
-                Ok(c) => Arc::new(c),
-                Err(e) => {
-                    eprintln!(
-                        "Error: cannot open the database in '{}': {e}",
-                        config.data_dir.display()
-                    );
-                    return 1;
-                }
-            }
+    let Some(database) = &config.database else {
+        eprintln!("Error: no database to run against");
+        return 1;
+    };
+    let client: Arc<dyn Client> = match (database.connect.0)() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("Error: {}: {e}", database.what);
+            return 1;
         }
     };
     let mut shell = match Shell::new(client.clone(), config.options.clone()) {

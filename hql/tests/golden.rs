@@ -5,9 +5,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use client::embedded::{EmbeddedClient, EmbeddedOptions, FsFactory};
 use dfs_broker::LocalFs;
 use dfs_broker::broker::{BrokerFs, BrokerFsOptions, BrokerOptions, BrokerService};
+use embedded::{EmbeddedClient, EmbeddedOptions, FsFactory};
 use rpc::ClusterCredentials;
 
 /// Where the engine of a script's database keeps its files.
@@ -48,10 +48,7 @@ impl BrokerSetup {
         let factory: FsFactory = Arc::new(move |handle: &tokio::runtime::Handle| {
             let fs = handle
                 .block_on(BrokerFs::connect(addr, &creds, BrokerFsOptions::default()))
-                .map_err(|e| client::ClientError::Storage {
-                    kind: e.kind(),
-                    message: e.to_string(),
-                })?;
+                .map_err(|e| client::ClientError::storage(e.kind(), e.to_string()))?;
             Ok(Arc::new(fs) as Arc<dyn dfs_broker::Fs>)
         });
         BrokerSetup {

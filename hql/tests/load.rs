@@ -4,9 +4,9 @@
 use std::io::Write;
 use std::path::Path;
 
-use client::embedded::{EmbeddedClient, EmbeddedOptions};
 use client::{Client, ScanSpec, TableSchema};
 use common::key::CellFlag;
+use embedded::{EmbeddedClient, EmbeddedOptions};
 use hql::Statement;
 use hql::load::{LoadContext, LoadError, LoadReport, load_data};
 use proptest::prelude::*;

@@ -6,10 +6,10 @@ use std::io::{Read, Write};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use client::embedded::{EmbeddedClient, EmbeddedOptions};
 use client::{Client, ScanSpec};
 use common::Mutation;
 use common::mutation::{MAX_TIMESTAMP, MAX_VALUE_BYTES, MIN_TIMESTAMP};
+use embedded::{EmbeddedClient, EmbeddedOptions};
 use hql::Statement;
 use hql::exec::Executor;
 use hql::load::{LoadContext, LoadError, LoadLimits, LoadReport, load_data_with};

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use client::embedded::{EmbeddedOptions, FsFactory};
+use embedded::{EmbeddedOptions, FsFactory};
 
 /// Opens the file system any `--dfs` URL names: chunkfs (`hdfs-like://`, `kfs-like://`) or
 /// what `dfs_broker::open_url` knows. `credentials` is a node certificate of the cluster (needed
@@ -37,10 +37,8 @@ pub fn embedded_options(url: Option<&str>, data_dir: &Path) -> EmbeddedOptions {
     let url = url.to_string();
     let data_dir = data_dir.to_path_buf();
     let factory: FsFactory = Arc::new(move |handle: &tokio::runtime::Handle| {
-        let storage = |message: String| client::ClientError::Storage {
-            kind: common::ErrorKind::Unavailable,
-            message,
-        };
+        let storage =
+            |message: String| client::ClientError::storage(common::ErrorKind::Unavailable, message);
         let credentials = if needs_credentials(&url) {
             Some(
                 rpc::ClusterCredentials::load(&data_dir, "client").map_err(|e| {

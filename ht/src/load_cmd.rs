@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use client::embedded::EmbeddedClient;
+use embedded::EmbeddedClient;
 use hql::ast::{DataSource, LoadData, LoadOptions, LoadTarget};
 use hql::load::{DEFAULT_MAX_LINE_BYTES, LoadContext, LoadLimits, load_data_with};
 

@@ -10,6 +10,7 @@ mod load_cmd;
 mod serve_cluster;
 mod serve_cmd;
 mod shell;
+mod signal;
 
 use clap::{Parser, Subcommand};
 

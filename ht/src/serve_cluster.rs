@@ -7,11 +7,32 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use client::cluster::layout::*;
-use hyperspace::client::{ClientOptions as HsOptions, Hyperspace, SessionState};
-use hyperspace::command::{LockMode, flags};
 
-use crate::serve_cmd::{RangeserverArgs, wait_for_signal};
+use crate::signal::wait_for_signal;
+
+#[derive(Args)]
+pub struct RangeserverArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:38060")]
+    pub(crate) listen: SocketAddr,
+    /// The cluster data directory (credentials `rangeserver` in `<dir>/tls`; run `ht init`
+    /// first).
+    #[arg(long = "data-dir", default_value = "./ht-data")]
+    pub(crate) data_dir: PathBuf,
+    /// The file system the engine writes through (`file:///abs/path`, `broker://host:port`,
+    /// `hdfs-like://meta:port`, `kfs-like://meta:port`, object-store URLs); default
+    /// `file://<data-dir>/rangeserver` (`file://<data-dir>/fs`, shared by all range servers,
+    /// with `--hyperspace`).
+    #[arg(long)]
+    pub(crate) dfs: Option<String>,
+    /// Join the cluster whose Hyperspace replicas are these (comma-separated): register, take
+    /// ranges from the master, stop at once if the Hyperspace session is lost.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) hyperspace: Vec<SocketAddr>,
+    /// Split a range once it holds more than this many bytes (default: the engine's, 512 MiB).
+    #[arg(long = "split-bytes")]
+    pub(crate) split_bytes: Option<u64>,
+}
 
 #[derive(Args)]
 pub struct MasterArgs {
@@ -57,17 +78,8 @@ fn credentials(data_dir: &Path, name: &str) -> anyhow::Result<rpc::ClusterCreden
     })
 }
 
-/// Session settings of servers: a short lease, so a dead server is noticed in seconds.
-fn server_session() -> HsOptions {
-    HsOptions {
-        lease: Duration::from_secs(6),
-        grace: Duration::from_secs(10),
-        ..HsOptions::default()
-    }
-}
-
 pub fn master(args: MasterArgs) -> anyhow::Result<()> {
-    let creds = credentials(&args.data_dir, client::cluster::proto::MASTER_NAME)?;
+    let creds = credentials(&args.data_dir, proto::master::MASTER_NAME)?;
     let url = shared_fs_url(args.dfs.as_deref(), &args.data_dir)?;
     let rt = tokio::runtime::Runtime::new()?;
     rt.block_on(async move {
@@ -88,28 +100,26 @@ pub fn master(args: MasterArgs) -> anyhow::Result<()> {
     })
 }
 
-/// A range server in a cluster: a new incarnation `rs<N>` each start, with its engine at
-/// `/servers/rs<N>` on the shared file system, registered under `/ht/servers/rs<N>` with an
-/// exclusive lock it holds while it lives.
+/// A range server in a cluster (`rangeserver::server::membership`): a new incarnation `rs<N>`
+/// each start, with its engine at `/servers/rs<N>` on the shared file system, registered under
+/// `/ht/servers/rs<N>` with an exclusive lock it holds while it lives. Exits with status 3 at
+/// once, without closing anything, when its Hyperspace session expires.
 pub fn rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
     use rangeserver::engine::{Engine, EngineOptions};
+    use rangeserver::server::membership::{Ended, Incarnation, MembershipOptions};
     use rangeserver::server::{RangeServerOptions, RangeServerService, SERVER_NAME};
     let creds = credentials(&args.data_dir, SERVER_NAME)?;
     let url = shared_fs_url(args.dfs.as_deref(), &args.data_dir)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let (hs, location, fs) = rt.block_on(async {
-        let (hs, _events) =
-            Hyperspace::connect(args.hyperspace.clone(), creds.clone(), server_session())
-                .await
-                .context("cannot open a hyperspace session")?;
-        hs.mkdirs(SERVERS).await?;
-        let n = hs.attr_incr(HT, NEXT_SERVER_ID, 1).await?;
+    let membership = MembershipOptions::new(args.hyperspace.clone());
+    let (me, fs) = rt.block_on(async {
+        let me = Incarnation::begin(&membership, &creds).await?;
         let fs = crate::fs_url::open_any_url(&url, Some(&creds))
             .await
             .with_context(|| format!("cannot open the file system {url}"))?;
-        anyhow::Ok((hs, format!("rs{n}"), fs))
+        anyhow::Ok((me, fs))
     })?;
-    let root = server_root(&location);
+    let root = me.root();
     let mut options = EngineOptions::default();
     if let Some(split) = args.split_bytes {
         options.split_size_bytes = split;
@@ -117,124 +127,19 @@ pub fn rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
         options.cell_cache_flush_bytes =
             options.cell_cache_flush_bytes.min((split / 2).max(1 << 20));
     }
+    // Opening is blocking (it reaches the file system through the runtime): not inside
+    // `block_on`.
     let engine = Engine::open(fs, &root, options, rt.handle().clone())
         .with_context(|| format!("cannot open the engine at {root} on {url}"))?;
     let served = rt.block_on(async {
         let service = RangeServerService::new(engine.clone(), RangeServerOptions::default());
-        let paused = service.pause_switch();
-        let server = service
-            .bind(args.listen, &creds)
-            .with_context(|| format!("cannot serve on {}", args.listen))?;
-        let addr = server.local_addr();
-        let node = server_node(&location);
-        let handle = hs
-            .open(
-                &node,
-                flags::READ | flags::WRITE | flags::LOCK | flags::CREATE | flags::EXCL,
-                0,
-            )
+        me.serve(engine.clone(), service, args.listen, wait_for_signal())
             .await
-            .with_context(|| format!("cannot create {node}"))?;
-        hs.lock(handle, LockMode::Exclusive).await?;
-        hs.attr_set(node.as_str(), ROOT_ATTR, root.clone()).await?;
-        // Last: the address tells the master the server is ready.
-        hs.attr_set(node.as_str(), ADDR_ATTR, addr.to_string())
-            .await?;
-        println!("range server {location} serving on {addr}");
-        let reporter = tokio::spawn(report_to_master(hs.clone(), creds.clone(), engine.clone()));
-        let mut state = hs.state_watch();
-        // In jeopardy the lock may be gone any moment: refuse updates and scans until the
-        // session is safe again. Expired: another server may already hold our ranges, so stop
-        // at once, without touching the files (the master replays our log).
-        let watch = async {
-            loop {
-                let s = *state.borrow_and_update();
-                match s {
-                    SessionState::Expired => return,
-                    SessionState::Jeopardy => {
-                        if !paused.swap(true, std::sync::atomic::Ordering::AcqRel) {
-                            eprintln!(
-                                "range server {location}: hyperspace session in jeopardy; paused"
-                            );
-                        }
-                    }
-                    SessionState::Safe => {
-                        if paused.swap(false, std::sync::atomic::Ordering::AcqRel) {
-                            eprintln!(
-                                "range server {location}: hyperspace session safe again; serving"
-                            );
-                        }
-                    }
-                }
-                if state.changed().await.is_err() {
-                    return;
-                }
-            }
-        };
-        tokio::select! {
-            _ = wait_for_signal() => {}
-            _ = watch => {
-                paused.store(true, std::sync::atomic::Ordering::Release);
-                eprintln!("range server {location}: hyperspace session expired; stopping at once");
-                std::process::exit(3);
-            }
-        }
-        reporter.abort();
-        server.shutdown(Duration::from_secs(5)).await;
-        anyhow::Ok(())
     });
-    let closed = engine.close().context("cannot close the engine");
-    // Closing the session releases the lock: the master recovers this incarnation's ranges
-    // into the live servers (a restarted server is a new incarnation).
-    rt.block_on(async {
-        let _ = tokio::time::timeout(Duration::from_secs(2), hs.close_session()).await;
-    });
-    served.and(closed)
-}
-
-/// Reports to the active master that this range server's ranges changed: once when it has
-/// registered, then after every split it makes (checked every 200 ms), so the master records
-/// new ranges in METADATA at once instead of at its next poll. A report that fails is made
-/// again at the next check; the master's polling stays the safety net.
-async fn report_to_master(
-    hs: Hyperspace,
-    creds: rpc::ClusterCredentials,
-    engine: rangeserver::engine::Engine,
-) {
-    use client::cluster::proto::{DdlReply, DdlRequest, method};
-    let mut reported = None;
-    let mut master: Option<rpc::Client> = None;
-    loop {
-        let splits = engine.split_count();
-        if reported != Some(splits) {
-            let sent = async {
-                if master.is_none() {
-                    let c = client::cluster::connect_master(&hs, &creds, Duration::from_secs(4))
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    master = Some(c);
-                }
-                let c = master.as_ref().expect("connected above");
-                c.call_message::<_, DdlReply>(
-                    method::NUDGE,
-                    &DdlRequest::default(),
-                    Duration::from_secs(10),
-                )
-                .await
-                .map_err(|e| e.to_string())?
-                .into_result()
-                .map_err(|e| e.to_string())?;
-                Ok::<(), String>(())
-            }
-            .await;
-            match sent {
-                Ok(()) => reported = Some(splits),
-                Err(e) => {
-                    tracing::debug!(error = %e, "cannot report to the master; will retry");
-                    master = None;
-                }
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    if let Ok(Ended::Expired) = served {
+        std::process::exit(3);
     }
+    let closed = engine.close().context("cannot close the engine");
+    rt.block_on(me.leave());
+    served.map(|_| ()).map_err(anyhow::Error::from).and(closed)
 }

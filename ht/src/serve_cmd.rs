@@ -9,6 +9,9 @@ use clap::{Args, Subcommand};
 use hyperspace::node::NodeConfig;
 use hyperspace::service::{Replica, ReplicaConfig, TransportOptions};
 
+use crate::serve_cluster::RangeserverArgs;
+use crate::signal::wait_for_signal;
+
 #[derive(Subcommand)]
 pub enum ServeCommand {
     /// One Hyperspace replica.
@@ -23,30 +26,6 @@ pub enum ServeCommand {
     ChunkfsMeta(chunkfs_serve::MetaArgs),
     /// chunkfs chunk server: stores checksummed chunks for a chunkfs metadata server.
     Chunkserver(chunkfs_serve::ChunkArgs),
-}
-
-#[derive(Args)]
-pub struct RangeserverArgs {
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:38060")]
-    pub(crate) listen: SocketAddr,
-    /// The cluster data directory (credentials `rangeserver` in `<dir>/tls`; run `ht init`
-    /// first).
-    #[arg(long = "data-dir", default_value = "./ht-data")]
-    pub(crate) data_dir: PathBuf,
-    /// The file system the engine writes through (`file:///abs/path`, `broker://host:port`,
-    /// `hdfs-like://meta:port`, `kfs-like://meta:port`, object-store URLs); default
-    /// `file://<data-dir>/rangeserver` (`file://<data-dir>/fs`, shared by all range servers,
-    /// with `--hyperspace`).
-    #[arg(long)]
-    pub(crate) dfs: Option<String>,
-    /// Join the cluster whose Hyperspace replicas are these (comma-separated): register, take
-    /// ranges from the master, stop at once if the Hyperspace session is lost.
-    #[arg(long, value_delimiter = ',')]
-    pub(crate) hyperspace: Vec<SocketAddr>,
-    /// Split a range once it holds more than this many bytes (default: the engine's, 512 MiB).
-    #[arg(long = "split-bytes")]
-    pub(crate) split_bytes: Option<u64>,
 }
 
 #[derive(Args)]
@@ -278,16 +257,6 @@ fn serve_hyperspace(args: HyperspaceArgs) -> anyhow::Result<()> {
     })
 }
 
-/// Waits for SIGINT or SIGTERM.
-pub async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
 /// `ht serve chunkfs-meta` and `ht serve chunkserver` (ht's own DFS, the chunkfs crate).
 mod chunkfs_serve {
     use std::net::SocketAddr;
@@ -299,7 +268,7 @@ mod chunkfs_serve {
     use chunkfs::{CHUNK_SERVER_NAME, Flavour, Layout, META_SERVER_NAME};
     use clap::Args;
 
-    use super::wait_for_signal;
+    use crate::signal::wait_for_signal;
 
     #[derive(Args)]
     pub struct MetaArgs {

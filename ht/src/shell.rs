@@ -1,8 +1,10 @@
 //! `ht shell`: the command line of the HQL shell (the shell itself is `hql::shell`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use clap::Args;
+use hql::shell::{Connect, Database};
 
 /// Flags of `ht shell`, as Hypertable's shell took them.
 #[derive(Args, Debug)]
@@ -61,15 +63,30 @@ pub fn run(args: ShellArgs) -> i32 {
         },
         execute: args.execute,
         command_file: args.command_file,
-        embedded: crate::fs_url::embedded_options(args.dfs.as_deref(), &args.data_dir),
-        cluster: args.cluster.map(|arg| {
-            let data_dir = args.data_dir.clone();
-            hql::shell::Connect(std::sync::Arc::new(move || {
-                crate::cluster_cmd::connect_arg(&arg, &data_dir)
-                    .map(|c| std::sync::Arc::new(c) as std::sync::Arc<dyn client::Client>)
-                    .map_err(|e| format!("{e:#}"))
-            }))
-        }),
-        data_dir: args.data_dir,
+        database: Some(database(args.cluster, args.dfs, args.data_dir)),
     })
+}
+
+/// The database `ht shell` runs against: a cluster (`--cluster`), else the embedded database
+/// on `--data-dir` (through `--dfs`).
+fn database(cluster: Option<String>, dfs: Option<String>, data_dir: PathBuf) -> Database {
+    match cluster {
+        Some(arg) => Database {
+            what: "cannot connect to the cluster".into(),
+            connect: Connect(Arc::new(move || {
+                crate::cluster_cmd::connect_arg(&arg, &data_dir)
+                    .map(|c| Arc::new(c) as Arc<dyn client::Client>)
+                    .map_err(|e| format!("{e:#}"))
+            })),
+        },
+        None => Database {
+            what: format!("cannot open the database in '{}'", data_dir.display()),
+            connect: Connect(Arc::new(move || {
+                let options = crate::fs_url::embedded_options(dfs.as_deref(), &data_dir);
+                embedded::EmbeddedClient::open(&data_dir, options)
+                    .map(|c| Arc::new(c) as Arc<dyn client::Client>)
+                    .map_err(|e| e.to_string())
+            })),
+        },
+    }
 }

@@ -951,9 +951,9 @@ fn one_cell_round_trip(client: &ClusterClient, table: &str) {
 
 #[test]
 fn standby_master_finishes_what_the_dead_one_logged() {
-    use client::cluster::layout::{HT, NEXT_TABLE_ID, OP_ATTR, OPS};
     use hyperspace::command::flags;
     use master::ops::{Operation, op_node};
+    use proto::layout::{HT, NEXT_TABLE_ID, OP_ATTR, OPS};
     let cluster = LocalCluster::start(1, 2, 1);
     let admin = cluster.client();
     let active = admin.master_status().expect("status").pid;

@@ -116,8 +116,8 @@ fn concat(t: &BTreeMap<String, Vec<u8>>, pred: impl Fn(&str) -> bool) -> Vec<u8>
 /// An embedded database after a short HQL session: the files of every format it writes.
 fn embedded_files(tmp: &Path) -> BTreeMap<String, Vec<u8>> {
     let data = tmp.join("db");
-    let client = client::embedded::EmbeddedClient::open(&data, Default::default())
-        .expect("embedded database");
+    let client =
+        embedded::EmbeddedClient::open(&data, Default::default()).expect("embedded database");
     let client: Arc<dyn client::Client> = Arc::new(client);
     let script = r#"
 CREATE TABLE t (a MAX_VERSIONS 2, b, c COUNTER,
@@ -222,7 +222,7 @@ fn mutations() -> Vec<common::Mutation> {
 fn packed_update_seed() -> Vec<u8> {
     let cells = mutations();
     let mut out = (cells.len() as u32).to_le_bytes().to_vec();
-    rangeserver::server::messages::encode_cells(&cells, &mut out);
+    proto::rs::messages::encode_cells(&cells, &mut out);
     out
 }
 
@@ -240,7 +240,7 @@ fn packed_scan_seed() -> Vec<u8> {
         }
         .encode();
         let k = common::key::KeyRef::new(&key).expect("an encoded key decodes");
-        rangeserver::server::messages::encode_scan_cell(&k, &m.value, &mut out);
+        proto::rs::messages::encode_scan_cell(&k, &m.value, &mut out);
     }
     out
 }

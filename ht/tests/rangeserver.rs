@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
 use common::{Mutation, ScanSpec, TableSchema};
-use rangeserver::server::client::{RangeServerClient, RsError};
+use proto::rs::client::{RangeServerClient, RsError};
 
 /// Kills the server if the test fails before it stops.
 struct Killed(Child);

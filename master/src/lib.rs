@@ -19,17 +19,17 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use client::cluster::engine_message;
-use client::cluster::layout::*;
-use client::cluster::proto::MasterStatus;
-use client::{ClientError, normalize_path, split_path};
 use common::key::CellFlag;
 use common::scan_spec::RowInterval;
 use common::{ErrorKind, Mutation, ScanSpec, TableSchema};
 use dfs_broker::Fs;
 use hyperspace::client::{ClientOptions as HsOptions, Hyperspace, SessionState};
 use hyperspace::command::{ErrorCode, LockMode, flags};
-use rangeserver::server::client::{RangeServerClient, RangeServerClientOptions, RsError};
+use proto::error::{ClientError, normalize_path, split_path};
+use proto::layout::*;
+use proto::master::MasterStatus;
+use proto::rs::client::engine_message;
+use proto::rs::client::{RangeServerClient, RangeServerClientOptions, RsError};
 use rpc::ClusterCredentials;
 use tokio::sync::{mpsc, oneshot, watch};
 
@@ -89,21 +89,15 @@ impl MasterConfig {
 }
 
 pub(crate) fn hs_err(e: hyperspace::client::ClientError) -> ClientError {
-    ClientError::Storage {
-        kind: ErrorKind::Unavailable,
-        message: format!("hyperspace: {e}"),
-    }
+    ClientError::storage(ErrorKind::Unavailable, format!("hyperspace: {e}"))
 }
 
 pub(crate) fn unavailable(message: String) -> ClientError {
-    ClientError::Storage {
-        kind: ErrorKind::Unavailable,
-        message,
-    }
+    ClientError::storage(ErrorKind::Unavailable, message)
 }
 
 fn rs_err(location: &str, e: RsError) -> ClientError {
-    client::cluster::server_error(location, e)
+    proto::rs::client::server_error(location, e)
 }
 
 /// What the rpc service asks of the control loop.
@@ -463,9 +457,11 @@ impl Master {
             return Ok(None);
         }
         match self.attr(&ns_node(&p), TABLE_ID_ATTR).await? {
-            Some(id) => id.parse().map(Some).map_err(|_| ClientError::Storage {
-                kind: ErrorKind::Corruption,
-                message: format!("table {p} has a bad id '{id}' in hyperspace"),
+            Some(id) => id.parse().map(Some).map_err(|_| {
+                ClientError::storage(
+                    ErrorKind::Corruption,
+                    format!("table {p} has a bad id '{id}' in hyperspace"),
+                )
             }),
             None => Ok(None),
         }
@@ -476,14 +472,12 @@ impl Master {
             return Ok(Some(metadata_schema()));
         }
         match self.attr(&table_node(id), SCHEMA_ATTR).await? {
-            Some(json) => {
-                TableSchema::from_json(&json)
-                    .map(Some)
-                    .map_err(|e| ClientError::Storage {
-                        kind: ErrorKind::Corruption,
-                        message: format!("table {id}: bad schema in hyperspace: {e}"),
-                    })
-            }
+            Some(json) => TableSchema::from_json(&json).map(Some).map_err(|e| {
+                ClientError::storage(
+                    ErrorKind::Corruption,
+                    format!("table {id}: bad schema in hyperspace: {e}"),
+                )
+            }),
             None => Ok(None),
         }
     }
@@ -824,10 +818,10 @@ impl Master {
                 Ok(None) => Ok(()),
                 Ok(Some(json)) => match Operation::from_json(&json) {
                     Ok(op) => self.run_op(w.seq, op).await,
-                    Err(e) => Err(ClientError::Storage {
-                        kind: ErrorKind::Corruption,
-                        message: format!("operation {} is unreadable: {e}", w.seq),
-                    }),
+                    Err(e) => Err(ClientError::storage(
+                        ErrorKind::Corruption,
+                        format!("operation {} is unreadable: {e}", w.seq),
+                    )),
                 },
                 Err(e) => Err(e),
             };
@@ -980,6 +974,7 @@ impl Master {
             groups: Vec::new(),
         };
         let s = schema.clone();
+        let record = (&record).into();
         self.on_server(
             location,
             |c| async move { c.adopt_range(&s, &record).await },
@@ -1127,9 +1122,11 @@ impl Master {
             .attr_incr(HT, NEXT_TABLE_ID, 1)
             .await
             .map_err(hs_err)?;
-        schema.id = u32::try_from(id).map_err(|_| ClientError::Storage {
-            kind: ErrorKind::Internal,
-            message: format!("table id counter out of range: {id}"),
+        schema.id = u32::try_from(id).map_err(|_| {
+            ClientError::storage(
+                ErrorKind::Internal,
+                format!("table id counter out of range: {id}"),
+            )
         })?;
         schema.name = path.clone();
         self.start_op(Operation::CreateTable {
@@ -1219,7 +1216,7 @@ impl Master {
             servers: self
                 .servers
                 .iter()
-                .map(|(l, s)| client::cluster::proto::ServerStatus {
+                .map(|(l, s)| proto::master::ServerStatus {
                     location: l.clone(),
                     addr: s.addr.to_string(),
                     ranges: s.ranges.len() as u32,

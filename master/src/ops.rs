@@ -76,7 +76,7 @@ impl Operation {
 
 /// The Hyperspace file of operation `seq` (zero-padded so listings sort by age).
 pub fn op_node(seq: u64) -> String {
-    format!("{}/{seq:020}", client::cluster::layout::OPS)
+    format!("{}/{seq:020}", proto::layout::OPS)
 }
 
 #[cfg(test)]

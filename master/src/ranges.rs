@@ -3,10 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use client::ClientError;
-use client::cluster::layout::*;
 use common::{ErrorKind, TableSchema};
 use dfs_broker::BlockingFs;
+use proto::ClientError;
+use proto::layout::*;
 use rangeserver::meta::{MetaState, RangeRecord};
 
 use crate::balance::{Reason, ServerView, decide};
@@ -160,7 +160,7 @@ impl Master {
         let mut ranges = 0;
         for (target, batch) in batches {
             let root = dead_root.clone();
-            let items = batch.clone();
+            let items: Vec<_> = batch.iter().map(|(s, r)| (s.clone(), r.into())).collect();
             self.on_server(
                 &target,
                 |c| async move { c.recover_ranges(&root, &items).await },
@@ -228,6 +228,7 @@ impl Master {
                 .await?
             {
                 Ok(rec) => {
+                    let rec = rangeserver::meta::RangeRecord::from(rec);
                     *record_json = Some(
                         serde_json::to_string(&rec)
                             .map_err(|e| storage(format!("cannot encode a range record: {e}")))?,
@@ -264,7 +265,7 @@ impl Master {
             return Ok(());
         };
         let to = to.clone();
-        let (s, r) = (schema.clone(), rec.clone());
+        let (s, r) = (schema.clone(), (&rec).into());
         let adopted = self
             .on_server(&to, |c| async move { c.adopt_range(&s, &r).await })
             .await?;
@@ -339,8 +340,5 @@ impl Master {
 }
 
 fn storage(message: String) -> ClientError {
-    ClientError::Storage {
-        kind: ErrorKind::Internal,
-        message,
-    }
+    ClientError::storage(ErrorKind::Internal, message)
 }

@@ -1,14 +1,14 @@
 //! The master's rpc service: DDL, BALANCE and status, handed to the control loop one at a time
-//! (messages in `client::cluster::proto`, docs/formats/cluster.md).
+//! (messages in `proto::master`, docs/formats/cluster.md).
 
 use std::net::SocketAddr;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use client::ClientError;
-use client::cluster::proto::{DdlReply, DdlRequest, method};
 use common::{ErrorKind, TableSchema};
 use prost::Message as _;
+use proto::ClientError;
+use proto::master::{DdlReply, DdlRequest, method};
 use rpc::{ClusterCredentials, PeerInfo, RpcError, Server};
 use tokio::sync::{mpsc, oneshot};
 

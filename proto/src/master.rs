@@ -1,7 +1,13 @@
 //! The master's rpc messages (hand-written prost, no protoc), shared by the master and its
 //! clients. Layout: docs/formats/cluster.md.
 
-use crate::ClientError;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::ErrorKind;
+use rpc::ClusterCredentials;
+
+use crate::error::ClientError;
 
 /// Method names; a change of meaning gets a new name.
 pub mod method {
@@ -77,7 +83,9 @@ impl DdlReply {
             ClientError::TableNotFound(m) => (code::TABLE_NOT_FOUND, m.clone(), None),
             ClientError::TableExists(m) => (code::TABLE_EXISTS, m.clone(), None),
             ClientError::InvalidInput(m) => (code::INVALID_INPUT, m.clone(), None),
-            ClientError::Storage { kind, message } => (code::STORAGE, message.clone(), Some(*kind)),
+            ClientError::Storage { kind, message, .. } => {
+                (code::STORAGE, message.clone(), Some(*kind))
+            }
         };
         Self {
             code,
@@ -98,10 +106,7 @@ impl DdlReply {
             code::TABLE_NOT_FOUND => ClientError::TableNotFound(m),
             code::TABLE_EXISTS => ClientError::TableExists(m),
             code::INVALID_INPUT => ClientError::InvalidInput(m),
-            _ => ClientError::Storage {
-                kind: parse_kind(&self.kind),
-                message: m,
-            },
+            _ => ClientError::storage(parse_kind(&self.kind), m),
         })
     }
 }
@@ -160,6 +165,79 @@ pub struct MasterStatus {
     pub pid: u32,
 }
 
+/// A connection to the active master (its address is the `addr` attribute of
+/// [`crate::layout::MASTER`]; callers read it from Hyperspace), with a typed method per call.
+pub struct MasterClient {
+    rpc: rpc::Client,
+}
+
+impl std::fmt::Debug for MasterClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MasterClient")
+    }
+}
+
+impl MasterClient {
+    /// Connects to the master at `addr`. A connection refused for good (TLS: another
+    /// cluster's CA, a wrong name) or that cannot be configured is an error of that kind,
+    /// which ends callers' retries at once; anything else is `Unavailable`.
+    pub async fn connect(
+        addr: SocketAddr,
+        credentials: &ClusterCredentials,
+        idle_timeout: Duration,
+    ) -> Result<Self, ClientError> {
+        let options = rpc::ClientOptions {
+            idle_timeout,
+            connect_timeout: Duration::from_secs(2),
+            ..Default::default()
+        };
+        let failure = |kind: ErrorKind, message: String| match kind {
+            ErrorKind::Unavailable => ClientError::unavailable(message),
+            kind => ClientError::storage(kind, message),
+        };
+        let config = credentials
+            .client_config(options.idle_timeout)
+            .map_err(|e| failure(ErrorKind::Internal, format!("master at {addr}: {e}")))?;
+        let rpc = rpc::Client::connect_with(addr, MASTER_NAME, config, options)
+            .await
+            .map_err(|e| failure(e.kind(), format!("master at {addr}: {e}")))?;
+        Ok(Self { rpc })
+    }
+
+    /// The connection, for calls not named here.
+    pub fn rpc(&self) -> &rpc::Client {
+        &self.rpc
+    }
+
+    /// A DDL call ([`method`]): the stored schema's JSON (create, alter) or the exact
+    /// [`ClientError`] the master answered; an rpc failure is the `RpcError`.
+    pub async fn ddl(
+        &self,
+        method: &str,
+        req: &DdlRequest,
+        timeout: Duration,
+    ) -> Result<Result<String, ClientError>, rpc::RpcError> {
+        let reply: DdlReply = self.rpc.call_message(method, req, timeout).await?;
+        Ok(reply.into_result())
+    }
+
+    /// `master.nudge`: this range server's ranges changed (or it just registered).
+    pub async fn nudge(
+        &self,
+        timeout: Duration,
+    ) -> Result<Result<String, ClientError>, rpc::RpcError> {
+        self.ddl(method::NUDGE, &DdlRequest::default(), timeout)
+            .await
+    }
+
+    /// `master.status`.
+    pub async fn status(&self, timeout: Duration) -> Result<MasterStatus, rpc::RpcError> {
+        self.rpc
+            .call_message(method::STATUS, &Empty {}, timeout)
+            .await
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,10 +251,7 @@ mod tests {
             ClientError::TableNotFound("/t".into()),
             ClientError::TableExists("/t".into()),
             ClientError::InvalidInput("bad".into()),
-            ClientError::Storage {
-                kind: common::ErrorKind::Unavailable,
-                message: "down".into(),
-            },
+            ClientError::storage(common::ErrorKind::Unavailable, "down"),
         ];
         for e in errors {
             let back = DdlReply::from_error(&e).into_result().unwrap_err();

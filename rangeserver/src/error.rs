@@ -79,3 +79,25 @@ impl Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl common::HasErrorKind for Error {
+    fn error_kind(&self) -> common::ErrorKind {
+        self.kind()
+    }
+}
+
+/// An engine error at the client interface: bad input stays bad input, anything else is a
+/// storage error of the engine error's kind that keeps it as its source.
+impl From<Error> for proto::ClientError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::InvalidInput(m) => Self::InvalidInput(m),
+            Error::Schema(s) => Self::InvalidInput(s.to_string()),
+            other => Self::Storage {
+                kind: other.kind(),
+                message: other.to_string(),
+                source: Some(Box::new(other)),
+            },
+        }
+    }
+}

@@ -10,9 +10,9 @@ use common::key::CellFlag;
 use common::{ErrorKind, Mutation, TableSchema};
 use dfs_broker::LocalFs;
 use proptest::prelude::*;
+use proto::rs::client::{RangeServerClient, RsError};
 use rangeserver::engine::{Engine, EngineOptions};
 use rangeserver::scan::spec::{RowInterval, ScanSpec};
-use rangeserver::server::client::{RangeServerClient, RsError};
 use rangeserver::server::{RangeServerOptions, RangeServerService};
 use rpc::ClusterCredentials;
 

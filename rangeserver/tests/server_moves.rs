@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use common::{ErrorKind, Mutation, TableSchema};
 use dfs_broker::{BlockingFs, LocalFs};
+use proto::rs::client::{RangeServerClient, RsError};
 use rangeserver::engine::{Engine, EngineOptions};
-use rangeserver::meta::{RangeRecord, read_state};
+use rangeserver::meta::read_state;
 use rangeserver::scan::spec::{RowInterval, ScanSpec};
-use rangeserver::server::client::{RangeServerClient, RsError};
 use rangeserver::server::{RangeServerOptions, RangeServerService};
 use rpc::ClusterCredentials;
 
@@ -177,10 +177,10 @@ async fn ranges_split_move_and_are_recovered_between_two_servers() {
         .await
         .expect("join")
         .expect("read_state");
-    let items: Vec<(TableSchema, RangeRecord)> = state
+    let items: Vec<(TableSchema, proto::rs::messages::RangeRecord)> = state
         .ranges
         .values()
-        .map(|r| (state.tables[&r.table_id].clone(), r.clone()))
+        .map(|r| (state.tables[&r.table_id].clone(), r.into()))
         .collect();
     assert_eq!(items.len(), 2);
     let ids = mb
@@ -218,7 +218,7 @@ async fn only_cluster_nodes_may_move_split_or_recover_ranges() {
     };
     refused(data.unload_range(1, None).await.map(|_| ()));
     refused(data.split(1, b"m").await);
-    let rec = RangeRecord {
+    let rec = proto::rs::messages::RangeRecord {
         id: 1,
         table_id: 1,
         start_row: None,

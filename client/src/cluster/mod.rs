@@ -9,8 +9,8 @@
 //! again too (cells with client-set timestamps are idempotent; server-assigned ones may then
 //! appear twice, as in Hypertable).
 
-pub mod layout;
-pub mod proto;
+pub use ::proto::layout;
+pub use ::proto::master as proto;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -18,16 +18,15 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use ::proto::rs::client::{RangeServerClient, RangeServerClientOptions, RsError, StreamPlace};
+pub use ::proto::rs::client::{engine_message, server_error};
+use ::proto::rs::messages::{PackedCells, ScanCellRef};
 use common::key::{self, Cell};
 use common::scan_spec::{CellInterval, CellPos, RowInterval};
 use common::{ErrorKind, Mutation, ScanSpec, TableSchema};
 use hyperspace::client::{ClientOptions as HsOptions, Hyperspace};
 use hyperspace::command::ErrorCode;
 use parking_lot::Mutex;
-use rangeserver::server::client::{
-    RangeServerClient, RangeServerClientOptions, RsError, StreamPlace,
-};
-use rangeserver::server::messages::{PackedCells, ScanCellRef};
 use rpc::ClusterCredentials;
 use tokio::sync::mpsc;
 
@@ -86,10 +85,7 @@ fn hs_err(e: hyperspace::client::ClientError) -> ClientError {
         hyperspace::client::ClientError::Refused { .. } => ErrorKind::Internal,
         _ => ErrorKind::Unavailable,
     };
-    ClientError::Storage {
-        kind,
-        message: format!("hyperspace: {e}"),
-    }
+    ClientError::storage(kind, format!("hyperspace: {e}"))
 }
 
 /// A server that could not be connected to: unavailable (retried) unless the connection was
@@ -98,15 +94,12 @@ fn hs_err(e: hyperspace::client::ClientError) -> ClientError {
 fn connect_failure(kind: ErrorKind, message: String) -> ClientError {
     match kind {
         ErrorKind::Unavailable => unavailable(message),
-        kind => ClientError::Storage { kind, message },
+        kind => ClientError::storage(kind, message),
     }
 }
 
 fn unavailable(message: String) -> ClientError {
-    ClientError::Storage {
-        kind: ErrorKind::Unavailable,
-        message,
-    }
+    ClientError::storage(ErrorKind::Unavailable, message)
 }
 
 /// One range of a table as METADATA records it.
@@ -159,9 +152,11 @@ impl Inner {
             .attr_string(&server_node(location), ADDR_ATTR)
             .await?
             .ok_or_else(|| unavailable(format!("range server {location} is not registered")))?;
-        let addr: SocketAddr = addr.parse().map_err(|e| ClientError::Storage {
-            kind: ErrorKind::Corruption,
-            message: format!("range server {location} has a bad address '{addr}': {e}"),
+        let addr: SocketAddr = addr.parse().map_err(|e| {
+            ClientError::storage(
+                ErrorKind::Corruption,
+                format!("range server {location} has a bad address '{addr}': {e}"),
+            )
         })?;
         let c = RangeServerClient::connect_with(
             addr,
@@ -289,10 +284,10 @@ impl Inner {
                     *self.master.lock().await = None;
                     Err(Attempt::Retry(format!("master: {e}")))
                 }
-                Err(e) => Err(Attempt::Fatal(ClientError::Storage {
-                    kind: e.kind(),
-                    message: format!("master: {e}"),
-                })),
+                Err(e) => Err(Attempt::Fatal(ClientError::storage(
+                    e.kind(),
+                    format!("master: {e}"),
+                ))),
             }
         })
         .await
@@ -305,9 +300,11 @@ impl Inner {
             return Err(ClientError::TableNotFound(p));
         }
         match self.attr_string(&ns_node(&p), TABLE_ID_ATTR).await? {
-            Some(id) => id.parse().map_err(|_| ClientError::Storage {
-                kind: ErrorKind::Corruption,
-                message: format!("table {p} has a bad id '{id}' in hyperspace"),
+            Some(id) => id.parse().map_err(|_| {
+                ClientError::storage(
+                    ErrorKind::Corruption,
+                    format!("table {p} has a bad id '{id}' in hyperspace"),
+                )
             }),
             None => Err(ClientError::TableNotFound(p)),
         }
@@ -318,9 +315,11 @@ impl Inner {
             .attr_string(&table_node(id), SCHEMA_ATTR)
             .await?
             .ok_or_else(|| ClientError::TableNotFound(format!("id {id}")))?;
-        TableSchema::from_json(&json).map_err(|e| ClientError::Storage {
-            kind: ErrorKind::Corruption,
-            message: format!("table {id}: bad schema in hyperspace: {e}"),
+        TableSchema::from_json(&json).map_err(|e| {
+            ClientError::storage(
+                ErrorKind::Corruption,
+                format!("table {id}: bad schema in hyperspace: {e}"),
+            )
         })
     }
 
@@ -416,34 +415,6 @@ impl Inner {
         }
         Ok(done)
     }
-}
-
-/// A range server's refusal as the embedded database would report it: invalid input in the
-/// engine's own words, other failures naming the server.
-pub fn server_error(location: &str, e: RsError) -> ClientError {
-    match e.kind() {
-        ErrorKind::InvalidInput => ClientError::InvalidInput(engine_message(&e)),
-        kind => ClientError::Storage {
-            kind,
-            message: format!("range server {location}: {e}"),
-        },
-    }
-}
-
-/// The engine's message inside a range server error, without the rpc decoration
-/// (`rpc <method> to <peer>: server error (<kind>): <method>: invalid input: <message>`).
-pub fn engine_message(e: &RsError) -> String {
-    let m = match e {
-        RsError::Rpc(rpc::RpcError::Service { message, .. })
-        | RsError::Rpc(rpc::RpcError::Remote { message, .. }) => message.as_str(),
-        RsError::InvalidInput(m) => return m.clone(),
-        other => return other.to_string(),
-    };
-    let m = match m.split_once(": ") {
-        Some((method, rest)) if method.starts_with("rs.") => rest,
-        _ => m,
-    };
-    m.strip_prefix("invalid input: ").unwrap_or(m).to_string()
 }
 
 /// Pauses between attempts, doubling up to half a second, until a deadline.
@@ -687,9 +658,11 @@ impl ClusterClient {
             .thread_name("ht-cluster-client")
             .enable_all()
             .build()
-            .map_err(|e| ClientError::Storage {
-                kind: ErrorKind::Internal,
-                message: format!("cannot start the client runtime: {e}"),
+            .map_err(|e| {
+                ClientError::storage(
+                    ErrorKind::Internal,
+                    format!("cannot start the client runtime: {e}"),
+                )
             })?;
         let (hs, _events) = rt
             .block_on(Hyperspace::connect(
@@ -929,7 +902,7 @@ impl Client for ClusterClient {
             for loc in servers {
                 let server = inner.server(&loc).await?;
                 server
-                    .compact(id, kind_to_engine(kind))
+                    .compact(id, kind)
                     .await
                     .map_err(|e| server_error(&loc, e))?;
             }
@@ -942,13 +915,9 @@ impl Client for ClusterClient {
         self.run(async {
             for loc in inner.live_servers().await? {
                 let server = inner.server(&loc).await?;
-                server
-                    .wait_for_maintenance()
-                    .await
-                    .map_err(|e| ClientError::Storage {
-                        kind: e.kind(),
-                        message: format!("range server {loc}: {e}"),
-                    })?;
+                server.wait_for_maintenance().await.map_err(|e| {
+                    ClientError::storage(e.kind(), format!("range server {loc}: {e}"))
+                })?;
             }
             Ok(())
         })
@@ -978,20 +947,12 @@ impl Client for ClusterClient {
     }
 }
 
-fn kind_to_engine(kind: CompactionKind) -> rangeserver::server::admin::CompactKind {
-    use rangeserver::server::admin::CompactKind as K;
-    match kind {
-        CompactionKind::Minor => K::Minor,
-        CompactionKind::Merging => K::Merging,
-        CompactionKind::Major => K::Major,
-        CompactionKind::Gc => K::Gc,
-    }
-}
-
 fn parse_schema(json: &str) -> Result<TableSchema> {
-    TableSchema::from_json(json).map_err(|e| ClientError::Storage {
-        kind: ErrorKind::Corruption,
-        message: format!("the master sent a bad schema: {e}"),
+    TableSchema::from_json(json).map_err(|e| {
+        ClientError::storage(
+            ErrorKind::Corruption,
+            format!("the master sent a bad schema: {e}"),
+        )
     })
 }
 
@@ -1148,9 +1109,8 @@ impl ClusterMutator {
             .into_iter()
             .map(|(loc, task)| async move { (loc, task.await) });
         for (location, joined) in self.rt.block_on(futures_join_all(tasks)) {
-            let (cells, res) = joined.map_err(|e| ClientError::Storage {
-                kind: ErrorKind::Internal,
-                message: format!("update task failed: {e}"),
+            let (cells, res) = joined.map_err(|e| {
+                ClientError::storage(ErrorKind::Internal, format!("update task failed: {e}"))
             })?;
             match res {
                 Ok(()) => {
@@ -1221,10 +1181,10 @@ impl TableScanner for ClusterScanner {
                 Err(e) => {
                     self.done = true;
                     self.block = PackedCells::new(Default::default(), 0);
-                    return Err(ClientError::Storage {
-                        kind: ErrorKind::Corruption,
-                        message: format!("scan: a range server's answer is malformed: {e}"),
-                    });
+                    return Err(ClientError::storage(
+                        ErrorKind::Corruption,
+                        format!("scan: a range server's answer is malformed: {e}"),
+                    ));
                 }
             }
             if self.done {
@@ -1651,12 +1611,12 @@ async fn scan_table(
             }
             if let Some(e) = failure {
                 if let RsError::BadReply(why) = &e {
-                    return Err(ClientError::Storage {
-                        kind: ErrorKind::Corruption,
-                        message: format!(
+                    return Err(ClientError::storage(
+                        ErrorKind::Corruption,
+                        format!(
                             "scan of table {table_id}: range server {location} sent a malformed block after {taken} cells: {why}"
                         ),
-                    });
+                    ));
                 }
                 match inner.rs_failure(&location, table_id, e) {
                     Attempt::Fatal(e) => return Err(e),
@@ -1699,9 +1659,9 @@ async fn scan_table(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ::proto::rs::messages::encode_scan_cell;
     use common::key::{CellFlag, Key, KeyRef};
     use proptest::prelude::*;
-    use rangeserver::server::messages::encode_scan_cell;
 
     fn pack(cells: &[Cell]) -> PackedCells {
         let mut buf = Vec::new();

@@ -15,11 +15,11 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use client::embedded::{EmbeddedClient, EmbeddedOptions, FsFactory};
 use client::{Client, TableSchema};
 use common::schema::Durability;
 use dfs_broker::broker::{BrokerFs, BrokerFsOptions, BrokerOptions, BrokerService};
 use dfs_broker::objstore::s3_server::S3TestServer;
+use embedded::{EmbeddedClient, EmbeddedOptions, FsFactory};
 use hql::load::LoadReport;
 use rpc::ClusterCredentials;
 
@@ -133,10 +133,8 @@ impl Backends {
 
     /// The embedded database's options for one run on `backend`.
     fn options(&self, backend: &str, run: usize) -> anyhow::Result<EmbeddedOptions> {
-        let storage = |e: dfs_broker::FsError| client::ClientError::Storage {
-            kind: e.kind(),
-            message: e.to_string(),
-        };
+        let storage =
+            |e: dfs_broker::FsError| client::ClientError::storage(e.kind(), e.to_string());
         let fs: Option<FsFactory> = match backend {
             "local" => None,
             "broker" => {

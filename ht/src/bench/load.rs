@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use clap::Args;
-use client::embedded::{EmbeddedClient, EmbeddedOptions};
 use client::{Client, Mutation, ScanSpec, TableSchema};
 use common::schema::Durability;
+use embedded::{EmbeddedClient, EmbeddedOptions};
 use hql::ast::{DataSource, LoadData, LoadOptions, LoadTarget};
 use hql::load::{LoadContext, LoadReport, load_data};
 

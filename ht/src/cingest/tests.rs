@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use client::embedded::{EmbeddedClient, EmbeddedOptions};
 use client::{Client, ClientError, CompactionKind, ListingEntry, TableMutator, TableScanner};
 use common::key::CellFlag;
 use common::{Mutation, ScanSpec, TableSchema};
+use embedded::{EmbeddedClient, EmbeddedOptions};
 
 use super::Stop;
 use super::ingest::{IngestConfig, IngestStats, ingest};
@@ -238,10 +238,10 @@ impl TableMutator for FaultyMutator {
         if n == self.at {
             self.buffer.clear();
             return match self.fault {
-                Fault::Fail => Err(ClientError::Storage {
-                    kind: common::ErrorKind::Unavailable,
-                    message: "injected: the flush failed".into(),
-                }),
+                Fault::Fail => Err(ClientError::storage(
+                    common::ErrorKind::Unavailable,
+                    "injected: the flush failed",
+                )),
                 Fault::Lose => Ok(()),
             };
         }

@@ -15,8 +15,9 @@ use rpc::{Client, ClientOptions, ClusterCredentials, ResponseStream, RpcError};
 
 use super::SERVER_NAME;
 use super::messages::*;
-use crate::engine::{EngineStats, RangeInfo};
-use crate::meta::RangeRecord;
+use crate::error::ClientError;
+use common::CompactionKind;
+use common::status::{EngineStats, RangeInfo};
 
 /// What a range server call reports.
 #[derive(Debug, thiserror::Error)]
@@ -55,8 +56,36 @@ impl RsError {
     }
 }
 
-/// Options of a range server client.
-/// A batch's place in an ordered update stream (`server::streams`); the default is no stream.
+/// A range server's refusal as the embedded database would report it: invalid input in the
+/// engine's own words, other failures naming the server.
+pub fn server_error(location: &str, e: RsError) -> ClientError {
+    match e.kind() {
+        ErrorKind::InvalidInput => ClientError::InvalidInput(engine_message(&e)),
+        kind => ClientError::Storage {
+            kind,
+            message: format!("range server {location}: {e}"),
+            source: Some(Box::new(e)),
+        },
+    }
+}
+
+/// The engine's message inside a range server error, without the rpc decoration
+/// (`rpc <method> to <peer>: server error (<kind>): <method>: invalid input: <message>`).
+pub fn engine_message(e: &RsError) -> String {
+    let m = match e {
+        RsError::Rpc(rpc::RpcError::Service { message, .. })
+        | RsError::Rpc(rpc::RpcError::Remote { message, .. }) => message.as_str(),
+        RsError::InvalidInput(m) => return m.clone(),
+        other => return other.to_string(),
+    };
+    let m = match m.split_once(": ") {
+        Some((method, rest)) if method.starts_with("rs.") => rest,
+        _ => m,
+    };
+    m.strip_prefix("invalid input: ").unwrap_or(m).to_string()
+}
+
+/// A batch's place in an ordered update stream (the range server's `server::streams`); the default is no stream.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StreamPlace {
     /// The stream's id (random, chosen by the client); 0: no stream.
@@ -67,6 +96,7 @@ pub struct StreamPlace {
     pub acked: u64,
 }
 
+/// Options of a range server client.
 #[derive(Debug, Clone)]
 pub struct RangeServerClientOptions {
     /// Deadline of one unary call.
@@ -209,7 +239,9 @@ impl RangeServerClient {
             end_row: end_row.map(<[u8]>::to_vec).unwrap_or_default(),
         };
         let reply: RangeRecordReply = self.call(method::UNLOAD_RANGE, &req).await?;
-        record_from_json(&reply.record_json).map_err(RsError::BadReply)
+        reply
+            .record
+            .ok_or_else(|| RsError::BadReply("rs.unload_range: no range record".into()))
     }
 
     /// Makes the server hold the range a record describes (from [`Self::unload_range`] of
@@ -222,14 +254,14 @@ impl RangeServerClient {
     ) -> Result<u64, RsError> {
         let req = AdoptRangeRequest {
             schema_json: schema.to_json(),
-            record_json: record_to_json(record),
+            record: Some(record.clone()),
         };
         let reply: LoadRangeReply = self.call(method::ADOPT_RANGE, &req).await?;
         Ok(reply.range_id)
     }
 
     /// Makes the server recover a dead server's ranges (records from
-    /// [`crate::meta::read_state`] of `<dead_root>/meta`): it replays `<dead_root>/log` once and
+    /// [`the engine's `meta::read_state``] of `<dead_root>/meta`): it replays `<dead_root>/log` once and
     /// serves the ranges. Returns their ids there, in the order of `items`. Repeating the call
     /// with the same items is harmless. Deadline: `recovery_timeout`.
     pub async fn recover_ranges(
@@ -243,7 +275,7 @@ impl RangeServerClient {
                 .iter()
                 .map(|(s, r)| AdoptRangeRequest {
                     schema_json: s.to_json(),
-                    record_json: record_to_json(r),
+                    record: Some(r.clone()),
                 })
                 .collect(),
         };
@@ -445,5 +477,29 @@ impl CellStream {
             out.push(c);
         }
         Ok(out)
+    }
+}
+
+impl RangeServerClient {
+    /// Compacts every range of a table (`None`: of every table) and waits for it.
+    pub async fn compact(
+        &self,
+        table_id: Option<u32>,
+        kind: CompactionKind,
+    ) -> Result<(), RsError> {
+        let req = CompactRequest {
+            table_id: table_id.unwrap_or(0),
+            kind: kind.code(),
+        };
+        let _: UnitReply = self.call(method::COMPACT, &req).await?;
+        Ok(())
+    }
+
+    /// Waits until the server's background maintenance is idle.
+    pub async fn wait_for_maintenance(&self) -> Result<(), RsError> {
+        let _: UnitReply = self
+            .call(method::WAIT_FOR_MAINTENANCE, &UnitReply {})
+            .await?;
+        Ok(())
     }
 }

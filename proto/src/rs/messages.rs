@@ -1,5 +1,6 @@
 //! The range server's prost messages (written by hand, no protoc) and their conversions to and
-//! from the engine's types. Layout: `docs/formats/rangeserver-rpc.md`.
+//! from the shared types of `common` (scan specs, cells, range reports). Layout:
+//! `docs/formats/rangeserver-rpc.md`.
 
 use std::ops::Bound;
 
@@ -9,10 +10,8 @@ use common::scan_spec::{
 };
 use common::{AsMutationRef, Cell, MutationRef};
 
-use crate::commitlog::block::{get_varint, put_varint};
-
-use crate::engine::{EngineStats, RangeInfo};
-use crate::meta::RangeRecord;
+use common::codec::{get_varint, put_varint};
+use common::status::{EngineStats, RangeInfo};
 
 /// Method names; a change of meaning gets a new name.
 pub mod method {
@@ -29,6 +28,18 @@ pub mod method {
     pub const ADOPT_RANGE: &str = "rs.adopt_range";
     pub const RECOVER_RANGES: &str = "rs.recover_ranges";
     pub const SPLIT: &str = "rs.split";
+    pub const COMPACT: &str = "rs.compact";
+    pub const WAIT_FOR_MAINTENANCE: &str = "rs.wait_for_maintenance";
+}
+
+/// `rs.compact`: every range of `table_id` (0: of every table); `kind` is
+/// `common::CompactionKind::code` (1 minor, 2 merging, 3 major, 4 garbage collection).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct CompactRequest {
+    #[prost(uint32, tag = "1")]
+    pub table_id: u32,
+    #[prost(uint32, tag = "2")]
+    pub kind: u32,
 }
 
 /// Largest regex program a scan may ask for (compiled size, bytes): a client cannot make the
@@ -80,21 +91,56 @@ pub struct UnloadRangeRequest {
     pub end_row: Vec<u8>,
 }
 
-/// The answer to `rs.unload_range`: the range's `RangeRecord` as JSON (the meta log's form).
+/// A range and its files as one server hands it to another (`rs.unload_range`'s answer,
+/// `rs.adopt_range`, `rs.recover_ranges`): rows `[start_row, end_row)` (absent: unbounded) and
+/// per access group its cell stores. The engine's meta log keeps its own record of the same
+/// facts; the range server converts between the two, so neither format follows the other.
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct RangeRecord {
+    #[prost(uint64, tag = "1")]
+    pub id: u64,
+    #[prost(uint32, tag = "2")]
+    pub table_id: u32,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    pub start_row: Option<Vec<u8>>,
+    #[prost(bytes = "vec", optional, tag = "4")]
+    pub end_row: Option<Vec<u8>>,
+    #[prost(message, repeated, tag = "5")]
+    pub groups: Vec<GroupRecord>,
+}
+
+/// One access group of a [`RangeRecord`].
+#[derive(Clone, PartialEq, Eq, prost::Message)]
+pub struct GroupRecord {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    /// Cell-store file paths, in the order they were added.
+    #[prost(string, repeated, tag = "2")]
+    pub stores: Vec<String>,
+    /// Every cell of the group with revision <= this is in `stores`.
+    #[prost(int64, tag = "3")]
+    pub flushed_revision: i64,
+    /// Number for the next cell-store file of the group in the range.
+    #[prost(uint64, tag = "4")]
+    pub next_store: u64,
+}
+
+/// The answer to `rs.unload_range`: the range's record. (Tag 1 was the record as the meta
+/// log's JSON, before the typed record; it is not reused.)
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct RangeRecordReply {
-    #[prost(string, tag = "1")]
-    pub record_json: String,
+    #[prost(message, optional, tag = "2")]
+    pub record: Option<RangeRecord>,
 }
 
 /// `rs.adopt_range`, and one item of `rs.recover_ranges`: a table schema
-/// (`TableSchema::to_json`) and a `RangeRecord` (JSON).
+/// (`TableSchema::to_json`) and the range's record. (Tag 2 was the record as JSON; not reused.)
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct AdoptRangeRequest {
     #[prost(string, tag = "1")]
     pub schema_json: String,
-    #[prost(string, tag = "2")]
-    pub record_json: String,
+    #[prost(message, optional, tag = "3")]
+    pub record: Option<RangeRecord>,
 }
 
 /// `rs.recover_ranges`: a dead server's root on the shared file system and the records of its
@@ -121,16 +167,6 @@ pub struct SplitRequest {
     pub table_id: u32,
     #[prost(bytes = "vec", tag = "2")]
     pub row: Vec<u8>,
-}
-
-/// A range record as JSON.
-pub fn record_to_json(rec: &RangeRecord) -> String {
-    serde_json::to_string(rec).expect("a range record serializes")
-}
-
-/// A range record from JSON.
-pub fn record_from_json(json: &str) -> Result<RangeRecord, String> {
-    serde_json::from_str(json).map_err(|e| format!("bad range record: {e}"))
 }
 
 /// `rs.update`: one batch, applied whole or not at all. The cells are packed

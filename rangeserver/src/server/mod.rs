@@ -1,7 +1,8 @@
 //! The range server over `rpc`: [`RangeServerService`] serves one [`Engine`]'s ranges, and
-//! [`client::RangeServerClient`] calls it.
+//! `proto::rs::client::RangeServerClient` calls it.
 //!
-//! Methods (payloads are the prost messages of [`messages`]; `docs/formats/rangeserver-rpc.md`):
+//! Methods (payloads are the prost messages of `proto::rs::messages`;
+//! `docs/formats/rangeserver-rpc.md`):
 //! - `rs.create_table`, `rs.drop_table`, `rs.alter_table`, `rs.load_range`, `rs.unload_range`,
 //!   `rs.adopt_range`, `rs.recover_ranges`, `rs.split`: from the master or a fellow range server
 //!   only (their certificates), never from clients;
@@ -18,8 +19,8 @@
 //! call that may touch files runs in `spawn_blocking`, never on a runtime worker.
 
 pub mod admin;
-pub mod client;
-pub mod messages;
+mod convert;
+pub mod membership;
 pub mod streams;
 
 use std::net::SocketAddr;
@@ -38,12 +39,8 @@ use streams::UpdateStreams;
 use crate::engine::Engine;
 use crate::error::Error;
 use crate::meta::RangeRecord;
-use messages::*;
-
-/// The certificate name a range server presents (`ht init` issues it).
-pub const SERVER_NAME: &str = "rangeserver";
-/// The certificate of the master, which assigns ranges.
-pub const MASTER_NAME: &str = "master";
+use proto::rs::messages::*;
+pub use proto::rs::{MASTER_NAME, SERVER_NAME};
 
 /// Limits of a range server.
 #[derive(Debug, Clone)]
@@ -329,7 +326,11 @@ fn decode_item(
 ) -> Result<(TableSchema, RangeRecord), RpcError> {
     let schema = TableSchema::from_json(&item.schema_json)
         .map_err(|e| invalid(method)(format!("bad schema: {e}")))?;
-    let rec = record_from_json(&item.record_json).map_err(invalid(method))?;
+    let rec = item
+        .record
+        .as_ref()
+        .map(RangeRecord::from)
+        .ok_or_else(|| invalid(method)("no range record".to_string()))?;
     Ok((schema, rec))
 }
 
@@ -399,7 +400,7 @@ impl rpc::Service for RangeServerService {
                     .await?
                     .map_err(|e| engine_error(method::UNLOAD_RANGE, e))?;
                 let reply = RangeRecordReply {
-                    record_json: record_to_json(&rec),
+                    record: Some((&rec).into()),
                 };
                 Ok(reply.encode_to_vec().into())
             }

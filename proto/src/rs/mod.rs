@@ -1,0 +1,10 @@
+//! The range server's protocol: [`messages`] (every `rs.*` request and reply, packed cells) and
+//! [`client::RangeServerClient`].
+
+pub mod client;
+pub mod messages;
+
+/// The certificate name a range server presents (`ht init` issues it).
+pub const SERVER_NAME: &str = "rangeserver";
+/// The certificate of the master, which assigns ranges.
+pub const MASTER_NAME: &str = "master";
