@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use common::time::{Clock, system_clock};
 use dfs_broker::{DirEntry, Fs, FsError, FsReader, FsResult, FsWriter};
 use prost::Message;
 use rpc::{ClusterCredentials, RetryPolicy, RpcError};
@@ -60,6 +61,8 @@ pub struct ChunkFsOptions {
     /// Connections silent this long are dropped (keep-alives every third of it): how a dead
     /// server is noticed by calls in flight.
     pub idle_timeout: Duration,
+    /// What "how long ago" is measured with (an unreachable chunk server's back-off).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl Default for ChunkFsOptions {
@@ -80,6 +83,7 @@ impl Default for ChunkFsOptions {
             max_packets_in_flight: 4,
             lease_renew_interval: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(3),
+            clock: system_clock(),
         }
     }
 }
@@ -192,6 +196,7 @@ impl ChunkFs {
                     credentials.clone(),
                     options.max_peer_connections,
                     options.idle_timeout,
+                    options.clock.clone(),
                 ),
                 options,
                 coder,

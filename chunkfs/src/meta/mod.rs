@@ -8,6 +8,9 @@
 
 pub mod namespace;
 pub mod oplog;
+mod placement;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -18,10 +21,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use common::ErrorKind;
+use common::time::{Clock, entropy_seed, system_clock};
 use dfs_broker::{FsError, FsResult};
 use parking_lot::Mutex;
 use prost::Message;
-use rand::Rng as _;
+use rand::SeedableRng as _;
+use rand::rngs::StdRng;
 use rpc::{ClusterCredentials, PeerInfo, RpcError, Service};
 use tracing::{info, warn};
 
@@ -59,6 +64,10 @@ pub struct MetaOptions {
     /// A writer that neither wrote nor renewed its lease for this long is presumed dead: its
     /// file is closed at the length it last committed (lease recovery).
     pub lease_timeout_ms: u64,
+    /// What leases, liveness and the startup grace are measured with.
+    pub clock: Arc<dyn Clock>,
+    /// Seeds the random tie-break of block placement (a fixed seed replays a placement).
+    pub seed: u64,
 }
 
 impl MetaOptions {
@@ -77,6 +86,8 @@ impl MetaOptions {
             max_pending_deletes: 100_000,
             call_timeout: Duration::from_secs(60),
             lease_timeout_ms: 60_000,
+            clock: system_clock(),
+            seed: entropy_seed(),
         }
     }
 }
@@ -102,6 +113,8 @@ struct State {
     leases: HashMap<u64, Instant>,
     /// Files whose lease is being recovered.
     recovering: HashSet<u64>,
+    /// Placement's random source, from `MetaOptions::seed`.
+    rng: StdRng,
 }
 
 struct Shared {
@@ -158,7 +171,7 @@ impl MetaServer {
             "chunkfs metadata recovered"
         );
         // Writers of files open at the crash get a full lease to come back.
-        let now = Instant::now();
+        let now = options.clock.now();
         let leases: HashMap<u64, Instant> = cp
             .namespace
             .files()
@@ -176,10 +189,16 @@ impl MetaServer {
                 repairs_done: 0,
                 leases,
                 recovering: HashSet::new(),
+                rng: StdRng::seed_from_u64(options.seed),
             }),
             flavour,
-            started: Instant::now(),
-            peers: Peers::new(credentials.clone(), 1024, Duration::from_secs(3)),
+            started: options.clock.now(),
+            peers: Peers::new(
+                credentials.clone(),
+                1024,
+                Duration::from_secs(3),
+                options.clock.clone(),
+            ),
             options,
         });
         let server = rpc::Server::bind(
@@ -304,7 +323,7 @@ impl Shared {
         };
         match self.mutate(&mut st, &op, self.options.sync_namespace) {
             Ok(()) => {
-                st.leases.insert(file_id, Instant::now());
+                st.leases.insert(file_id, self.options.clock.now());
                 CreateReply {
                     error: None,
                     file_id,
@@ -331,15 +350,9 @@ impl Shared {
                 });
             }
         }
-        let now = Instant::now();
-        let mut rng = rand::rng();
-        let mut live: Vec<(u64, String)> = st
-            .servers
-            .iter()
-            .filter(|(a, s)| self.is_live(s, now) && !req.exclude.contains(a))
-            .map(|(a, s)| (s.chunks * 16 + rng.random_range(0..16u64), a.clone()))
-            .collect();
-        live.sort();
+        let now = self.options.clock.now();
+        let State { servers, rng, .. } = &mut *st;
+        let live = placement::candidates(servers, &req.exclude, |s| self.is_live(s, now), rng);
         let want = match layout {
             Layout::Replicated { replicas } => (replicas as usize).min(live.len()),
             Layout::Striped { .. } => layout.servers_needed(),
@@ -417,7 +430,7 @@ impl Shared {
             .map_err(|e| name_path(e, &req.path))?;
             st.leases.remove(&req.file_id);
         } else if req.block_id != 0 {
-            st.leases.insert(req.file_id, Instant::now());
+            st.leases.insert(req.file_id, self.options.clock.now());
         }
         Ok(())
     }
@@ -426,7 +439,7 @@ impl Shared {
         let mut st = self.state.lock();
         match st.cp.namespace.file_by_id(req.file_id) {
             Some((_, f)) if f.open => {
-                st.leases.insert(req.file_id, Instant::now());
+                st.leases.insert(req.file_id, self.options.clock.now());
                 Ok(())
             }
             Some(_) => Err(FsError::Closed {
@@ -482,13 +495,13 @@ impl Shared {
         let s = st.servers.entry(req.server.clone()).or_insert_with(|| {
             info!(server = %req.server, "chunk server joined");
             ServerState {
-                last_seen: Instant::now(),
+                last_seen: self.options.clock.now(),
                 chunks: 0,
                 reported: false,
                 pending_delete: Vec::new(),
             }
         });
-        s.last_seen = Instant::now();
+        s.last_seen = self.options.clock.now();
         s.chunks = req.chunks;
         HeartbeatReply {
             need_report: !s.reported,
@@ -558,7 +571,7 @@ impl Shared {
 
     fn status(&self) -> MetaStatusReply {
         let st = self.state.lock();
-        let now = Instant::now();
+        let now = self.options.clock.now();
         let mut servers: Vec<ServerStatus> = st
             .servers
             .iter()
@@ -666,10 +679,13 @@ async fn repair(shared: &Shared, chunk: u64, target: &str, job: Repair) -> Resul
 fn expired_leases(shared: &Shared) -> Vec<u64> {
     let mut st = shared.state.lock();
     let timeout = Duration::from_millis(shared.options.lease_timeout_ms);
+    let now = shared.options.clock.now();
     let expired: Vec<u64> = st
         .leases
         .iter()
-        .filter(|(id, at)| at.elapsed() > timeout && !st.recovering.contains(id))
+        .filter(|(id, at)| {
+            now.saturating_duration_since(**at) > timeout && !st.recovering.contains(id)
+        })
         .map(|(id, _)| *id)
         .collect();
     for id in &expired {
@@ -733,7 +749,7 @@ async fn recover_lease(shared: &Shared, file_id: u64) {
     if st
         .leases
         .get(&file_id)
-        .is_some_and(|at| at.elapsed() <= timeout)
+        .is_some_and(|at| shared.options.clock.now().saturating_duration_since(*at) <= timeout)
     {
         return;
     }
@@ -765,7 +781,7 @@ enum Repair {
 /// Marks silent servers dead and picks repairs: (chunk, target, how).
 fn tick(shared: &Shared) -> Vec<(u64, String, Repair)> {
     let mut st = shared.state.lock();
-    let now = Instant::now();
+    let now = shared.options.clock.now();
     let dead: Vec<String> = st
         .servers
         .iter()
