@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::time::{Clock, system_clock};
 use dfs_broker::Fs;
 use hyperspace::client::ClientOptions as HsOptions;
 use rpc::ClusterCredentials;
@@ -28,6 +29,9 @@ pub struct MasterConfig {
     pub hyperspace_options: HsOptions,
     /// DDL requests waiting for the control loop.
     pub request_queue: usize,
+    /// The control loop's clock: the balancer's cooldown, load rates, how long a DDL request
+    /// has waited, recovery times.
+    pub clock: Arc<dyn Clock>,
 }
 
 impl MasterConfig {
@@ -53,6 +57,7 @@ impl MasterConfig {
                 ..HsOptions::default()
             },
             request_queue: 256,
+            clock: system_clock(),
         }
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use client::cluster::layout::*;
 use common::ErrorKind;
+use common::time::Clock;
 use dfs_broker::Fs;
 use hyperspace::client::{Hyperspace, SessionState};
 use rangeserver::server::client::RangeServerClient;
@@ -39,7 +40,10 @@ pub(crate) struct Master {
     pub(crate) load_policy: balance::LoadPolicy,
     /// Rates of the ranges, from the counters the servers report.
     pub(crate) load: balance::LoadMeter,
-    pub(crate) last_load_move: Option<std::time::Instant>,
+    /// When a load move may start again.
+    pub(crate) load_cooldown: balance::LoadCooldown,
+    /// The clock every "now" of the control loop is read from (`MasterConfig::clock`).
+    pub(crate) clock: Arc<dyn Clock>,
     /// Set by `start_op` when the operation it logged stopped at a retryable error: its
     /// sequence number and the answer its request gets once it finishes.
     pub(crate) deferred: Option<(u64, Answer)>,
@@ -109,7 +113,7 @@ impl Master {
                                 seq,
                                 answer,
                                 respond,
-                                since: std::time::Instant::now(),
+                                since: self.clock.now(),
                                 last_error: e,
                             });
                         }

@@ -358,7 +358,10 @@ impl Master {
                 Ok(()) => {
                     let _ = w.respond.send(Ok(w.answer));
                 }
-                Err(e) if e.kind() == ErrorKind::Unavailable && w.since.elapsed() < DDL_WAIT => {
+                Err(e)
+                    if e.kind() == ErrorKind::Unavailable
+                        && self.clock.now().saturating_duration_since(w.since) < DDL_WAIT =>
+                {
                     w.last_error = e;
                     self.waiting.push(w);
                 }

@@ -124,7 +124,7 @@ impl Master {
                                 r.cells_written + r.cells_read,
                             )
                         }),
-                        std::time::Instant::now(),
+                        self.clock.now(),
                         self.load_policy.smoothing,
                     );
                     if let Some(s) = self.servers.get_mut(&loc) {

@@ -68,7 +68,8 @@ pub async fn run(config: MasterConfig, mut stop: watch::Receiver<bool>) -> Resul
         auto_balance: config.auto_balance,
         load_policy: config.load_balance.clone(),
         load: balance::LoadMeter::default(),
-        last_load_move: None,
+        load_cooldown: balance::LoadCooldown::new(config.clock.clone()),
+        clock: config.clock.clone(),
         deferred: None,
         waiting: Vec::new(),
     };
