@@ -7,6 +7,8 @@ use std::time::Duration;
 use common::time::ManualClock;
 use rpc::ClusterCredentials;
 
+use super::lease::expired_leases;
+use super::repair::tick;
 use super::*;
 use crate::launch::ensure_credentials;
 
