@@ -16,7 +16,10 @@
 //!   next, so the moved range's rate is measured anew on its new server.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use common::time::Clock;
 
 use crate::HeldRange;
 
@@ -150,6 +153,34 @@ pub fn decide(servers: &[ServerView], policy: &LoadPolicy, load_allowed: bool) -
     })
 }
 
+/// The wait after a load move, on the master's clock: a load move may start once the policy's
+/// `cooldown` has passed since the last one started (at once before the first).
+#[derive(Debug)]
+pub struct LoadCooldown {
+    clock: Arc<dyn Clock>,
+    last_move: Option<Instant>,
+}
+
+impl LoadCooldown {
+    pub fn new(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            last_move: None,
+        }
+    }
+
+    /// Whether a load move may start now.
+    pub fn allows(&self, cooldown: Duration) -> bool {
+        self.last_move
+            .is_none_or(|t| self.clock.now().saturating_duration_since(t) >= cooldown)
+    }
+
+    /// Records that a load move starts now.
+    pub fn moved(&mut self) {
+        self.last_move = Some(self.clock.now());
+    }
+}
+
 /// Turns the servers' counters into smoothed rates per range. A counter counts from when its
 /// range was loaded on its server, so deltas are taken per (server, range); the rate belongs
 /// to the range and survives a move (the new server's first report is only a baseline). Rates
@@ -215,6 +246,7 @@ impl LoadMeter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use common::time::ManualClock;
     use proptest::prelude::*;
 
     fn range(t: u32) -> HeldRange {
@@ -332,9 +364,29 @@ mod tests {
     }
 
     #[test]
+    fn the_load_cooldown_follows_the_clock() {
+        let clock = Arc::new(ManualClock::new());
+        let cooldown = Duration::from_secs(30);
+        let mut c = LoadCooldown::new(clock.clone());
+        assert!(c.allows(cooldown), "no load move yet");
+        c.moved();
+        assert!(!c.allows(cooldown));
+        clock.advance(cooldown - Duration::from_nanos(1));
+        assert!(!c.allows(cooldown), "allowed before the cooldown passed");
+        clock.advance(Duration::from_nanos(1));
+        assert!(c.allows(cooldown), "not allowed once the cooldown passed");
+        assert!(!c.allows(cooldown + Duration::from_nanos(1)));
+        // The next move starts the wait again.
+        c.moved();
+        assert!(!c.allows(cooldown));
+        clock.advance(cooldown);
+        assert!(c.allows(cooldown));
+    }
+
+    #[test]
     fn the_meter_smooths_rates_and_keeps_them_across_a_move() {
         let mut m = LoadMeter::default();
-        let t0 = Instant::now();
+        let t0 = ManualClock::new().now();
         let s = Duration::from_secs(5);
         let at = |secs: u64| t0 + Duration::from_secs(secs);
         m.record("rs1", [(range(1), 0)], at(0), s);

@@ -70,7 +70,7 @@ impl Master {
         location: &str,
         plan: &mut Vec<(u32, Option<Vec<u8>>, String)>,
     ) -> Result<()> {
-        let started = std::time::Instant::now();
+        let started = self.clock.now();
         let state = self.dead_state(location).await?;
         let mut items: Vec<(TableSchema, RangeRecord)> = Vec::new();
         for rec in state.ranges.values() {
@@ -193,7 +193,11 @@ impl Master {
         tracing::info!(
             server = location,
             ranges,
-            seconds = started.elapsed().as_secs_f64(),
+            seconds = self
+                .clock
+                .now()
+                .saturating_duration_since(started)
+                .as_secs_f64(),
             "recovery finished"
         );
         Ok(())
@@ -309,9 +313,7 @@ impl Master {
                     .collect(),
             })
             .collect();
-        let load_allowed = self
-            .last_load_move
-            .is_none_or(|t| t.elapsed() >= self.load_policy.cooldown);
+        let load_allowed = self.load_cooldown.allows(self.load_policy.cooldown);
         let Some(d) = decide(&views, &self.load_policy, load_allowed) else {
             return Ok(false);
         };
@@ -324,7 +326,7 @@ impl Master {
             "balancing: moving a range"
         );
         if d.reason == Reason::Load {
-            self.last_load_move = Some(std::time::Instant::now());
+            self.load_cooldown.moved();
         }
         self.start_op(Operation::Move {
             table_id,

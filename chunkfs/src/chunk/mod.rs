@@ -15,6 +15,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use common::ErrorKind;
+use common::time::{Clock, system_clock};
 use parking_lot::Mutex;
 use prost::Message;
 use rpc::{ClusterCredentials, PeerInfo, RpcError, Service};
@@ -46,6 +47,8 @@ pub struct ChunkServerOptions {
     pub call_timeout: Duration,
     /// Connections to peers silent this long are dropped (a dead peer is noticed by it).
     pub peer_idle_timeout: Duration,
+    /// What "how long ago" is measured with (an unreachable peer's back-off).
+    pub clock: Arc<dyn Clock>,
 }
 
 impl ChunkServerOptions {
@@ -61,6 +64,7 @@ impl ChunkServerOptions {
             max_peer_connections: 256,
             call_timeout: Duration::from_secs(5),
             peer_idle_timeout: Duration::from_secs(3),
+            clock: system_clock(),
         }
     }
 }
@@ -75,16 +79,23 @@ pub(crate) struct Peers {
     clients: tokio::sync::Mutex<HashMap<String, Arc<rpc::Client>>>,
     /// Servers whose last connection attempt failed, and when.
     unreachable: Mutex<HashMap<String, std::time::Instant>>,
+    clock: Arc<dyn Clock>,
 }
 
 impl Peers {
-    pub(crate) fn new(credentials: ClusterCredentials, max: usize, idle_timeout: Duration) -> Self {
+    pub(crate) fn new(
+        credentials: ClusterCredentials,
+        max: usize,
+        idle_timeout: Duration,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         Self {
             credentials,
             max: max.max(1),
             idle_timeout,
             clients: tokio::sync::Mutex::new(HashMap::new()),
             unreachable: Mutex::new(HashMap::new()),
+            clock,
         }
     }
 
@@ -102,11 +113,11 @@ impl Peers {
             }
         }
         if let Some(at) = self.unreachable.lock().get(addr)
-            && at.elapsed() < self.idle_timeout / 3
+            && self.clock.now().saturating_duration_since(*at) < self.idle_timeout / 3
         {
             return Err(format!(
                 "{addr} was unreachable {}ms ago",
-                at.elapsed().as_millis()
+                self.clock.now().saturating_duration_since(*at).as_millis()
             ));
         }
         let sock: SocketAddr = addr
@@ -129,7 +140,7 @@ impl Peers {
                 if unreachable.len() >= self.max {
                     unreachable.clear();
                 }
-                unreachable.insert(addr.to_string(), std::time::Instant::now());
+                unreachable.insert(addr.to_string(), self.clock.now());
                 return Err(e.to_string());
             }
         };
@@ -186,6 +197,7 @@ impl ChunkServer {
             credentials.clone(),
             options.max_peer_connections,
             options.peer_idle_timeout,
+            options.clock.clone(),
         );
         // The identity must be known before binding when port 0 is asked for: bind first.
         let holder: Arc<Mutex<Option<Arc<Shared>>>> = Arc::new(Mutex::new(None));

@@ -6,8 +6,14 @@
 //! Locations are not persisted: after a restart they come back with the chunk servers' block
 //! reports (repairs wait `startup_grace_ms` for them).
 
+mod lease;
 pub mod namespace;
 pub mod oplog;
+mod placement;
+mod repair;
+mod service;
+#[cfg(test)]
+mod tests;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
@@ -15,21 +21,21 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use bytes::Bytes;
-use common::ErrorKind;
+use common::time::{Clock, entropy_seed, system_clock};
 use dfs_broker::{FsError, FsResult};
 use parking_lot::Mutex;
-use prost::Message;
-use rand::Rng as _;
-use rpc::{ClusterCredentials, PeerInfo, RpcError, Service};
+use rand::SeedableRng as _;
+use rand::rngs::StdRng;
+use rpc::ClusterCredentials;
 use tracing::{info, warn};
 
 use crate::chunk::{AbortOnDrop, Peers};
 use crate::messages::*;
-use crate::{CHUNK_SERVER_NAME, Flavour, Layout, rs};
+use crate::{Flavour, Layout, rs};
 use namespace::{BlockMeta, Entry, Namespace, Op};
 use oplog::{Checkpoint, OpLog};
+use repair::tick_loop;
+use service::MetaService;
 
 /// Settings of a metadata server. `flavour`, `layout` and `block_bytes` take effect when the
 /// directory is formatted (first start); later starts keep what was formatted.
@@ -59,6 +65,10 @@ pub struct MetaOptions {
     /// A writer that neither wrote nor renewed its lease for this long is presumed dead: its
     /// file is closed at the length it last committed (lease recovery).
     pub lease_timeout_ms: u64,
+    /// What leases, liveness and the startup grace are measured with.
+    pub clock: Arc<dyn Clock>,
+    /// Seeds the random tie-break of block placement (a fixed seed replays a placement).
+    pub seed: u64,
 }
 
 impl MetaOptions {
@@ -77,6 +87,8 @@ impl MetaOptions {
             max_pending_deletes: 100_000,
             call_timeout: Duration::from_secs(60),
             lease_timeout_ms: 60_000,
+            clock: system_clock(),
+            seed: entropy_seed(),
         }
     }
 }
@@ -102,6 +114,8 @@ struct State {
     leases: HashMap<u64, Instant>,
     /// Files whose lease is being recovered.
     recovering: HashSet<u64>,
+    /// Placement's random source, from `MetaOptions::seed`.
+    rng: StdRng,
 }
 
 struct Shared {
@@ -158,7 +172,7 @@ impl MetaServer {
             "chunkfs metadata recovered"
         );
         // Writers of files open at the crash get a full lease to come back.
-        let now = Instant::now();
+        let now = options.clock.now();
         let leases: HashMap<u64, Instant> = cp
             .namespace
             .files()
@@ -176,10 +190,16 @@ impl MetaServer {
                 repairs_done: 0,
                 leases,
                 recovering: HashSet::new(),
+                rng: StdRng::seed_from_u64(options.seed),
             }),
             flavour,
-            started: Instant::now(),
-            peers: Peers::new(credentials.clone(), 1024, Duration::from_secs(3)),
+            started: options.clock.now(),
+            peers: Peers::new(
+                credentials.clone(),
+                1024,
+                Duration::from_secs(3),
+                options.clock.clone(),
+            ),
             options,
         });
         let server = rpc::Server::bind(
@@ -304,7 +324,7 @@ impl Shared {
         };
         match self.mutate(&mut st, &op, self.options.sync_namespace) {
             Ok(()) => {
-                st.leases.insert(file_id, Instant::now());
+                st.leases.insert(file_id, self.options.clock.now());
                 CreateReply {
                     error: None,
                     file_id,
@@ -331,15 +351,9 @@ impl Shared {
                 });
             }
         }
-        let now = Instant::now();
-        let mut rng = rand::rng();
-        let mut live: Vec<(u64, String)> = st
-            .servers
-            .iter()
-            .filter(|(a, s)| self.is_live(s, now) && !req.exclude.contains(a))
-            .map(|(a, s)| (s.chunks * 16 + rng.random_range(0..16u64), a.clone()))
-            .collect();
-        live.sort();
+        let now = self.options.clock.now();
+        let State { servers, rng, .. } = &mut *st;
+        let live = placement::candidates(servers, &req.exclude, |s| self.is_live(s, now), rng);
         let want = match layout {
             Layout::Replicated { replicas } => (replicas as usize).min(live.len()),
             Layout::Striped { .. } => layout.servers_needed(),
@@ -417,7 +431,7 @@ impl Shared {
             .map_err(|e| name_path(e, &req.path))?;
             st.leases.remove(&req.file_id);
         } else if req.block_id != 0 {
-            st.leases.insert(req.file_id, Instant::now());
+            st.leases.insert(req.file_id, self.options.clock.now());
         }
         Ok(())
     }
@@ -426,7 +440,7 @@ impl Shared {
         let mut st = self.state.lock();
         match st.cp.namespace.file_by_id(req.file_id) {
             Some((_, f)) if f.open => {
-                st.leases.insert(req.file_id, Instant::now());
+                st.leases.insert(req.file_id, self.options.clock.now());
                 Ok(())
             }
             Some(_) => Err(FsError::Closed {
@@ -482,13 +496,13 @@ impl Shared {
         let s = st.servers.entry(req.server.clone()).or_insert_with(|| {
             info!(server = %req.server, "chunk server joined");
             ServerState {
-                last_seen: Instant::now(),
+                last_seen: self.options.clock.now(),
                 chunks: 0,
                 reported: false,
                 pending_delete: Vec::new(),
             }
         });
-        s.last_seen = Instant::now();
+        s.last_seen = self.options.clock.now();
         s.chunks = req.chunks;
         HeartbeatReply {
             need_report: !s.reported,
@@ -558,7 +572,7 @@ impl Shared {
 
     fn status(&self) -> MetaStatusReply {
         let st = self.state.lock();
-        let now = Instant::now();
+        let now = self.options.clock.now();
         let mut servers: Vec<ServerStatus> = st
             .servers
             .iter()
@@ -591,394 +605,5 @@ fn name_path(e: FsError, path: &str) -> FsError {
             path: path.to_string(),
         },
         other => other,
-    }
-}
-
-async fn tick_loop(shared: Arc<Shared>) {
-    let period = Duration::from_millis(shared.options.tick_ms.max(10));
-    loop {
-        tokio::time::sleep(period).await;
-        for file_id in expired_leases(&shared) {
-            let shared = shared.clone();
-            tokio::spawn(async move { recover_lease(&shared, file_id).await });
-        }
-        let jobs = tick(&shared);
-        for (chunk, target, job) in jobs {
-            let shared = shared.clone();
-            tokio::spawn(async move {
-                let result = repair(&shared, chunk, &target, job).await;
-                let mut st = shared.state.lock();
-                st.repairs.remove(&chunk);
-                match result {
-                    Ok(()) => {
-                        if st.cp.namespace.chunk_owner(chunk).is_some() {
-                            let servers = st.locs.entry(chunk).or_default();
-                            if !servers.contains(&target) {
-                                servers.push(target.clone());
-                            }
-                            st.repairs_done += 1;
-                            info!(chunk, %target, "chunk re-replicated");
-                        }
-                    }
-                    Err(e) => warn!(chunk, %target, error = %e, "chunk repair failed"),
-                }
-            });
-        }
-    }
-}
-
-async fn repair(shared: &Shared, chunk: u64, target: &str, job: Repair) -> Result<(), String> {
-    let (server, method, payload) = match job {
-        Repair::Copy { source, length } => {
-            let req = ReplicateRequest {
-                chunk_id: chunk,
-                length,
-                target: target.to_string(),
-            };
-            (source, method::CHUNK_REPLICATE, req.encode_to_vec())
-        }
-        Repair::Rebuild(req) => (
-            target.to_string(),
-            method::CHUNK_RECONSTRUCT,
-            req.encode_to_vec(),
-        ),
-    };
-    let client = shared.peers.get(&server, CHUNK_SERVER_NAME).await?;
-    let reply = match client
-        .call(method, payload.into(), shared.options.call_timeout)
-        .await
-    {
-        Ok(r) => r,
-        Err(e) => {
-            shared.peers.forget(&server).await;
-            return Err(e.to_string());
-        }
-    };
-    let reply =
-        WriteReply::decode(reply).map_err(|e| format!("undecodable {method} reply: {e}"))?;
-    match reply.error {
-        Some(e) => Err(e.message),
-        None => Ok(()),
-    }
-}
-
-/// Open files whose writer has been silent past the lease timeout (marked as recovering).
-fn expired_leases(shared: &Shared) -> Vec<u64> {
-    let mut st = shared.state.lock();
-    let timeout = Duration::from_millis(shared.options.lease_timeout_ms);
-    let expired: Vec<u64> = st
-        .leases
-        .iter()
-        .filter(|(id, at)| at.elapsed() > timeout && !st.recovering.contains(id))
-        .map(|(id, _)| *id)
-        .collect();
-    for id in &expired {
-        st.recovering.insert(*id);
-    }
-    expired
-}
-
-/// Lease recovery: the chunks of the file's last block are cut to the length the writer last
-/// committed on every server that answers, then the file is closed at that length.
-async fn recover_lease(shared: &Shared, file_id: u64) {
-    let last = {
-        let st = shared.state.lock();
-        st.cp.namespace.file_by_id(file_id).and_then(|(path, f)| {
-            let b = f.blocks.last()?;
-            Some((
-                path.to_string(),
-                b.clone(),
-                b.chunks
-                    .iter()
-                    .map(|c| st.locs.get(c).cloned().unwrap_or_default())
-                    .collect::<Vec<_>>(),
-            ))
-        })
-    };
-    if let Some((path, block, servers)) = &last {
-        warn!(%path, file_id, "writer lease expired; closing the file at its committed length");
-        for (k, (chunk, holders)) in block.chunks.iter().zip(servers).enumerate() {
-            let req = FinalizeRequest {
-                chunk_id: *chunk,
-                length: rs::chunk_len(block.layout, block.len, k),
-            };
-            let mut kept = Vec::new();
-            for server in holders {
-                let ok = match shared.peers.get(server, CHUNK_SERVER_NAME).await {
-                    Ok(c) => matches!(
-                        c.call_message::<_, WriteReply>(
-                            method::CHUNK_FINALIZE,
-                            &req,
-                            shared.options.call_timeout
-                        )
-                        .await,
-                        Ok(WriteReply { error: None, .. })
-                    ),
-                    Err(_) => false,
-                };
-                if ok {
-                    kept.push(server.clone());
-                }
-            }
-            let mut st = shared.state.lock();
-            if st.cp.namespace.chunk_owner(*chunk).is_some() {
-                st.locs.insert(*chunk, kept);
-            }
-        }
-    }
-    let mut st = shared.state.lock();
-    st.recovering.remove(&file_id);
-    let timeout = Duration::from_millis(shared.options.lease_timeout_ms);
-    // The writer may have come back meanwhile.
-    if st
-        .leases
-        .get(&file_id)
-        .is_some_and(|at| at.elapsed() <= timeout)
-    {
-        return;
-    }
-    st.leases.remove(&file_id);
-    let still_open = st
-        .cp
-        .namespace
-        .file_by_id(file_id)
-        .is_some_and(|(_, f)| f.open);
-    if still_open
-        && let Err(e) = shared.mutate(
-            &mut st,
-            &Op::Close { file_id },
-            shared.options.sync_namespace,
-        )
-    {
-        warn!(file_id, error = %e, "lease recovery: cannot close the file");
-    }
-}
-
-/// How a chunk is repaired.
-enum Repair {
-    /// Copied from a replica.
-    Copy { source: String, length: u64 },
-    /// Rebuilt from the other chunks of its striped block.
-    Rebuild(ReconstructRequest),
-}
-
-/// Marks silent servers dead and picks repairs: (chunk, target, how).
-fn tick(shared: &Shared) -> Vec<(u64, String, Repair)> {
-    let mut st = shared.state.lock();
-    let now = Instant::now();
-    let dead: Vec<String> = st
-        .servers
-        .iter()
-        .filter(|(_, s)| !shared.is_live(s, now))
-        .map(|(a, _)| a.clone())
-        .collect();
-    for d in &dead {
-        warn!(server = %d, "chunk server is dead; its replicas will be re-created");
-        st.servers.remove(d);
-        for servers in st.locs.values_mut() {
-            servers.retain(|s| s != d);
-        }
-    }
-    if now.duration_since(shared.started) < Duration::from_millis(shared.options.startup_grace_ms) {
-        return Vec::new();
-    }
-    let mut jobs = Vec::new();
-    let max = shared.options.max_concurrent_repairs;
-    let mut load: HashMap<String, u64> = st
-        .servers
-        .iter()
-        .map(|(a, s)| (a.clone(), s.chunks))
-        .collect();
-    let mut picked = Vec::new();
-    for (_, f) in st.cp.namespace.files() {
-        for b in f.blocks.iter().filter(|b| b.complete && b.len > 0) {
-            for (k, c) in b.chunks.iter().enumerate() {
-                if st.repairs.len() + picked.len() >= max {
-                    break;
-                }
-                let servers = st.locs.get(c).map(Vec::as_slice).unwrap_or(&[]);
-                let striped = matches!(b.layout, Layout::Striped { .. });
-                if (servers.is_empty() && !striped)
-                    || servers.len() >= b.layout.replicas()
-                    || st.repairs.contains(c)
-                {
-                    continue;
-                }
-                // Striped chunks have one server each: a striped block's siblings must stay
-                // on other servers.
-                let target = load
-                    .iter()
-                    .filter(|(a, _)| {
-                        !servers.contains(a)
-                            && !st.servers[a.as_str()].pending_delete.contains(c)
-                            && !b
-                                .chunks
-                                .iter()
-                                .any(|s| st.locs.get(s).is_some_and(|v| v.contains(a)))
-                    })
-                    .min_by_key(|(_, n)| **n)
-                    .map(|(a, _)| a.clone());
-                let Some(target) = target else { continue };
-                *load.entry(target.clone()).or_default() += 1;
-                let job = if servers.is_empty() {
-                    // A lost chunk of a striped block: rebuilt on the target from its siblings.
-                    Repair::Rebuild(ReconstructRequest {
-                        index: k as u32,
-                        block_length: b.len,
-                        layout: Some(b.layout.to_wire(true)),
-                        chunks: b
-                            .chunks
-                            .iter()
-                            .map(|x| WireChunk {
-                                chunk_id: *x,
-                                servers: st.locs.get(x).cloned().unwrap_or_default(),
-                            })
-                            .collect(),
-                    })
-                } else {
-                    Repair::Copy {
-                        source: servers[0].clone(),
-                        length: rs::chunk_len(b.layout, b.len, k),
-                    }
-                };
-                picked.push((*c, target, job));
-            }
-        }
-    }
-    for (c, ..) in &picked {
-        st.repairs.insert(*c);
-    }
-    jobs.extend(picked);
-    jobs
-}
-
-struct MetaService {
-    shared: Arc<Shared>,
-}
-
-fn decode<M: Message + Default>(method: &str, payload: Bytes) -> Result<M, RpcError> {
-    M::decode(payload).map_err(|e| {
-        RpcError::service(
-            ErrorKind::InvalidInput,
-            format!("undecodable {method} request: {e}"),
-        )
-    })
-}
-
-fn unit(r: FsResult<()>) -> Vec<u8> {
-    UnitReply {
-        error: r.err().as_ref().and_then(wire_err),
-    }
-    .encode_to_vec()
-}
-
-#[async_trait]
-impl Service for MetaService {
-    async fn call(
-        &self,
-        _peer: &PeerInfo,
-        method: &str,
-        payload: Bytes,
-    ) -> Result<Bytes, RpcError> {
-        let s = &self.shared;
-        let reply = match method {
-            method::META_MKDIRS => {
-                let r: PathRequest = decode(method, payload)?;
-                let mut st = s.state.lock();
-                unit(s.mutate(
-                    &mut st,
-                    &Op::Mkdirs { path: r.path },
-                    s.options.sync_namespace,
-                ))
-            }
-            method::META_CREATE => s.create(decode(method, payload)?).encode_to_vec(),
-            method::META_ADD_BLOCK => match s.add_block(decode(method, payload)?) {
-                Ok(b) => AddBlockReply {
-                    error: None,
-                    block: Some(b),
-                },
-                Err(e) => AddBlockReply {
-                    error: wire_err(&e),
-                    block: None,
-                },
-            }
-            .encode_to_vec(),
-            method::META_COMMIT => unit(s.commit(decode(method, payload)?)),
-            method::META_STAT => {
-                let r: PathRequest = decode(method, payload)?;
-                s.stat(&r.path).encode_to_vec()
-            }
-            method::META_REMOVE => {
-                let r: PathRequest = decode(method, payload)?;
-                let mut st = s.state.lock();
-                unit(s.mutate(
-                    &mut st,
-                    &Op::Remove { path: r.path },
-                    s.options.sync_namespace,
-                ))
-            }
-            method::META_RMDIR => {
-                let r: RmdirRequest = decode(method, payload)?;
-                let mut st = s.state.lock();
-                let op = Op::Rmdir {
-                    path: r.path,
-                    recursive: r.recursive,
-                };
-                unit(s.mutate(&mut st, &op, s.options.sync_namespace))
-            }
-            method::META_RENAME => {
-                let r: RenameRequest = decode(method, payload)?;
-                let mut st = s.state.lock();
-                let op = Op::Rename {
-                    from: r.from,
-                    to: r.to,
-                };
-                unit(s.mutate(&mut st, &op, s.options.sync_namespace))
-            }
-            method::META_READDIR => {
-                let r: PathRequest = decode(method, payload)?;
-                let st = s.state.lock();
-                match st.cp.namespace.readdir(&r.path) {
-                    Ok(entries) => ReaddirReply {
-                        error: None,
-                        entries: entries.into_iter().map(entry_to_wire).collect(),
-                    },
-                    Err(e) => ReaddirReply {
-                        error: wire_err(&e),
-                        entries: Vec::new(),
-                    },
-                }
-                .encode_to_vec()
-            }
-            method::META_EXISTS => {
-                let r: PathRequest = decode(method, payload)?;
-                match dfs_broker::check_path("exists", &r.path) {
-                    Err(e) => ExistsReply {
-                        error: wire_err(&e),
-                        exists: false,
-                    },
-                    Ok(()) => ExistsReply {
-                        error: None,
-                        exists: s.state.lock().cp.namespace.get(&r.path).is_some(),
-                    },
-                }
-                .encode_to_vec()
-            }
-            method::META_HEARTBEAT => s.heartbeat(decode(method, payload)?).encode_to_vec(),
-            method::META_BLOCK_REPORT => s.block_report(decode(method, payload)?).encode_to_vec(),
-            method::META_BAD_CHUNK => {
-                s.bad_chunk(decode(method, payload)?);
-                UnitReply { error: None }.encode_to_vec()
-            }
-            method::META_STATUS => s.status().encode_to_vec(),
-            method::META_RENEW => unit(s.renew(decode(method, payload)?)),
-            other => {
-                return Err(RpcError::service(
-                    ErrorKind::NotFound,
-                    format!("chunkfs metadata server: no method {other:?}"),
-                ));
-            }
-        };
-        Ok(reply.into())
     }
 }
