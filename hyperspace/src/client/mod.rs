@@ -11,7 +11,10 @@
 //! held may already be lost; `Expired` when the service says the session is gone, or after the
 //! grace period passes without contact. Each change is sent as a [`ClientEvent`].
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use common::time::{Clock, system_clock};
 
 use crate::command::{ErrorCode, Reply, Response};
 
@@ -50,6 +53,11 @@ pub struct ClientOptions {
     pub suspect_for: Duration,
     /// A blocked `lock` also asks whether it was granted this often (events can be lost).
     pub lock_poll: Duration,
+    /// What lease, jeopardy and request deadlines are measured with (pauses themselves are
+    /// tokio sleeps, which a test can pause).
+    pub clock: Arc<dyn Clock>,
+    /// Seeds the session nonce and the backoff jitter; `None` draws a seed from entropy.
+    pub seed: Option<u64>,
 }
 
 impl Default for ClientOptions {
@@ -64,6 +72,8 @@ impl Default for ClientOptions {
             idle_timeout: Duration::from_secs(3),
             suspect_for: Duration::from_secs(1),
             lock_poll: Duration::from_secs(1),
+            clock: system_clock(),
+            seed: None,
         }
     }
 }
@@ -90,6 +100,17 @@ pub enum ClientError {
     SessionExpired(u64),
     #[error("hyperspace: unexpected reply to {0}")]
     Protocol(&'static str),
+}
+
+/// A refusal (TLS: another cluster's replicas, a wrong name) is not worth retrying; everything
+/// else may pass with time (no leader, no quorum, an expired session a new client replaces).
+impl common::HasErrorKind for ClientError {
+    fn error_kind(&self) -> common::ErrorKind {
+        match self {
+            ClientError::Refused { .. } => common::ErrorKind::Internal,
+            _ => common::ErrorKind::Unavailable,
+        }
+    }
 }
 
 impl ClientError {

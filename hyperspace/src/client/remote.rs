@@ -51,7 +51,7 @@ impl RemoteChannel {
     }
 
     fn is_suspect(&self, addr: &SocketAddr) -> bool {
-        let now = Instant::now();
+        let now = self.options.clock.now();
         self.suspects
             .lock()
             .get(addr)
@@ -66,7 +66,7 @@ impl RemoteChannel {
     /// Records that `tried` refused the TLS handshake (believed for a request timeout); the
     /// refusal is the request's answer once every replica has refused, else another is tried.
     fn refused(&self, tried: SocketAddr, detail: String) -> AttemptError {
-        let now = Instant::now();
+        let now = self.options.clock.now();
         let mut refusals = self.refusals.lock();
         refusals.insert(tried, now + self.options.request_timeout);
         let everywhere = self
@@ -131,7 +131,7 @@ impl RemoteChannel {
                 // Unreachable, timed out or busy: start afresh with this replica later.
                 self.suspects
                     .lock()
-                    .insert(tried, Instant::now() + self.options.suspect_for);
+                    .insert(tried, self.options.clock.now() + self.options.suspect_for);
                 if let Some(c) = self.clients.lock().await.remove(&tried) {
                     c.close().await;
                 }

@@ -5,10 +5,14 @@ use std::collections::{BTreeSet, HashMap};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use common::time::entropy_seed;
 use parking_lot::Mutex;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use rpc::ClusterCredentials;
+use rpc::retry::Backoff;
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::debug;
 
@@ -44,6 +48,8 @@ pub enum ClientEvent {
 }
 
 pub(super) struct Inner {
+    /// Seeds each request's backoff and the keep-alive loop's (from `ClientOptions::seed`).
+    pub(super) seeds: Mutex<StdRng>,
     pub(super) channel: Arc<dyn Channel>,
     pub(super) options: ClientOptions,
     pub(super) session: u64,
@@ -84,7 +90,8 @@ impl Hyperspace {
         channel: Arc<dyn Channel>,
         options: ClientOptions,
     ) -> Result<(Hyperspace, mpsc::Receiver<ClientEvent>), ClientError> {
-        let nonce = rand::random::<u64>() | 1;
+        let mut seeds = StdRng::seed_from_u64(options.seed.unwrap_or_else(entropy_seed));
+        let nonce = seeds.random::<u64>() | 1;
         let cmd = Command {
             session: 0,
             seq: 0,
@@ -94,8 +101,15 @@ impl Hyperspace {
                 lease_ms: options.lease.as_millis() as u64,
             })),
         };
-        let response =
-            run_attempts(channel.as_ref(), &options, "create_session", || cmd.clone()).await?;
+        let mut backoff = request_backoff(seeds.random());
+        let response = run_attempts(
+            channel.as_ref(),
+            &options,
+            &mut backoff,
+            "create_session",
+            || cmd.clone(),
+        )
+        .await?;
         let session = match check(response, "create_session")? {
             Reply::Session(id) => id,
             _ => return Err(ClientError::Protocol("create_session")),
@@ -111,6 +125,7 @@ impl Hyperspace {
             lock_waiters: Mutex::new(HashMap::new()),
             events: events_tx,
             state: state_tx,
+            seeds: Mutex::new(seeds),
         });
         let (stop_tx, stop_rx) = watch::channel(false);
         tokio::spawn(keep_alive_loop(inner.clone(), stop_rx));
@@ -144,12 +159,19 @@ impl Hyperspace {
         let seq = self.inner.next_seq.fetch_add(1, Ordering::Relaxed);
         self.inner.inflight.lock().insert(seq);
         let inner = &self.inner;
-        let result = run_attempts(inner.channel.as_ref(), &inner.options, name, || Command {
-            session: inner.session,
-            seq,
-            first_incomplete: inner.inflight.lock().first().copied().unwrap_or(seq),
-            op: Some(op.clone()),
-        })
+        let mut backoff = request_backoff(inner.seeds.lock().random());
+        let result = run_attempts(
+            inner.channel.as_ref(),
+            &inner.options,
+            &mut backoff,
+            name,
+            || Command {
+                session: inner.session,
+                seq,
+                first_incomplete: inner.inflight.lock().first().copied().unwrap_or(seq),
+                op: Some(op.clone()),
+            },
+        )
         .await;
         self.inner.inflight.lock().remove(&seq);
         let reply = check(result?, name);
@@ -192,14 +214,16 @@ impl Drop for Inner {
 pub(super) async fn run_attempts(
     channel: &dyn Channel,
     options: &ClientOptions,
+    backoff: &mut Backoff,
     op: &'static str,
     make: impl Fn() -> Command,
 ) -> Result<Response, ClientError> {
-    let deadline = Instant::now() + options.request_timeout;
+    let clock = &options.clock;
+    let deadline = clock.now() + options.request_timeout;
     let mut attempt = 0u32;
     loop {
         let cmd = make();
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.saturating_duration_since(clock.now());
         match channel
             .call(
                 &cmd,
@@ -217,12 +241,12 @@ pub(super) async fn run_attempts(
                 return Err(ClientError::Refused { op, detail });
             }
             Err(AttemptError::Retry { leader, detail }) => {
-                if Instant::now() >= deadline {
+                if clock.now() >= deadline {
                     return Err(ClientError::Unavailable { op, detail });
                 }
                 // Straight to a named leader; otherwise back off (with jitter) before the next.
                 if leader.is_none() || attempt > 3 {
-                    tokio::time::sleep(backoff(attempt)).await;
+                    tokio::time::sleep(backoff.delay_for(attempt)).await;
                 }
                 attempt += 1;
             }
@@ -230,11 +254,9 @@ pub(super) async fn run_attempts(
     }
 }
 
-/// Exponential backoff from 20 ms to 1 s, with up to 50% random jitter.
-pub(super) fn backoff(attempt: u32) -> Duration {
-    let base = 20u64.saturating_mul(1 << attempt.min(6)).min(1000);
-    let jitter = rand::random::<u64>() % (base / 2 + 1);
-    Duration::from_millis(base + jitter)
+/// Exponential backoff from 20 ms to 1 s, with up to 50% random jitter, drawn from `seed`.
+pub(super) fn request_backoff(seed: u64) -> Backoff {
+    Backoff::new(Duration::from_millis(20), Duration::from_secs(1), seed)
 }
 
 pub(super) fn expire(inner: &Inner) {
@@ -258,14 +280,16 @@ pub(super) async fn keep_alive_loop(inner: Arc<Inner>, mut stop: watch::Receiver
     let lease = inner.options.lease;
     let hold = lease / 3;
     let mut seen = 0u64;
-    let mut lease_end = Instant::now() + lease;
+    let clock = inner.options.clock.clone();
+    let mut backoff = request_backoff(inner.seeds.lock().random());
+    let mut lease_end = clock.now() + lease;
     let mut failures = 0u32;
     let mut lost_pending = false;
     loop {
         if *stop.borrow() {
             return;
         }
-        let sent = Instant::now();
+        let sent = clock.now();
         let req = KeepAliveRequest {
             session: inner.session,
             seen,
@@ -283,7 +307,9 @@ pub(super) async fn keep_alive_loop(inner: Arc<Inner>, mut stop: watch::Receiver
                 _ = stop.changed() => return,
                 // The lease ends while the attempt is in flight: the service may give the locks
                 // away from now on, whenever the attempt ends.
-                _ = tokio::time::sleep_until(lease_end.into()), if safe => jeopardy(&inner),
+                _ = tokio::time::sleep(lease_end.saturating_duration_since(clock.now())), if safe => {
+                    jeopardy(&inner)
+                }
             }
         };
         match result {
@@ -328,7 +354,7 @@ pub(super) async fn keep_alive_loop(inner: Arc<Inner>, mut stop: watch::Receiver
             }
             Err(e) => {
                 debug!(session = inner.session, error = ?e, "keep-alive failed");
-                let now = Instant::now();
+                let now = clock.now();
                 if now >= lease_end {
                     jeopardy(&inner);
                 }
@@ -336,7 +362,7 @@ pub(super) async fn keep_alive_loop(inner: Arc<Inner>, mut stop: watch::Receiver
                     expire(&inner);
                     return;
                 }
-                let wait = backoff(failures.min(4));
+                let wait = backoff.delay_for(failures.min(4));
                 failures += 1;
                 tokio::select! {
                     _ = tokio::time::sleep(wait) => {}

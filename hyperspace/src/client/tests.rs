@@ -67,3 +67,43 @@ async fn jeopardy_begins_when_the_lease_ends_even_with_a_keep_alive_in_flight() 
     assert_eq!(hs.state(), SessionState::Jeopardy);
     hs.abandon();
 }
+
+#[test]
+fn a_refusal_is_internal_and_everything_else_unavailable() {
+    use common::{ErrorKind, HasErrorKind};
+    let refused = ClientError::Refused {
+        op: "open",
+        detail: "bad certificate".into(),
+    };
+    assert_eq!(refused.error_kind(), ErrorKind::Internal);
+    for e in [
+        ClientError::Unavailable {
+            op: "open",
+            detail: "no leader".into(),
+        },
+        ClientError::SessionExpired(3),
+        ClientError::Protocol("open"),
+        ClientError::Hyperspace {
+            op: "open",
+            code: ErrorCode::NotFound,
+            message: "/x".into(),
+        },
+    ] {
+        assert_eq!(e.error_kind(), ErrorKind::Unavailable, "{e}");
+    }
+}
+
+#[test]
+fn request_backoff_pauses_20ms_doubling_to_1s_with_half_jitter_from_the_seed() {
+    let pauses = |seed| {
+        let mut b = super::session::request_backoff(seed);
+        (0..10).map(|a| b.delay_for(a)).collect::<Vec<_>>()
+    };
+    let p = pauses(7);
+    assert_eq!(p, pauses(7), "the same seed, the same pauses");
+    assert_ne!(p, pauses(8));
+    for (a, d) in p.iter().enumerate() {
+        let base = Duration::from_millis((20u64 << a).min(1000));
+        assert!(*d >= base && *d <= base + base / 2, "attempt {a}: {d:?}");
+    }
+}

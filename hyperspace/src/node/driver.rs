@@ -9,6 +9,8 @@ use parking_lot::Mutex;
 use prost::Message as _;
 use raft::prelude::{ConfState, Entry, EntryType, Message, Snapshot};
 use raft::{RawNode, ReadOnlyOption, SnapshotStatus, StateRole};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
@@ -74,6 +76,11 @@ pub(crate) struct Driver {
     pub(super) snapshots_installed: u64,
     /// Held (flock) while the replica runs: one process per replica directory.
     pub(super) _dir_lock: std::fs::File,
+    /// Draws Raft's randomized election timeouts, seeded from the config (see
+    /// [`Driver::pin_election_timeout`]).
+    pub(super) election_rng: StdRng,
+    /// The range raft-rs draws election timeouts from, `[min, max)` ticks.
+    pub(super) election_range: (usize, usize),
 }
 
 pub(super) fn ctx_bytes(node: u64, n: u64) -> Vec<u8> {
@@ -176,6 +183,10 @@ impl Driver {
         };
         raft_config.validate()?;
         let logger = slog::Logger::root(TracingDrain { id: config.id }, slog::o!());
+        let election_range = (
+            raft_config.min_election_tick(),
+            raft_config.max_election_tick(),
+        );
         let mut raw = RawNode::new(&raft_config, storage.clone(), &logger)?;
         // A group of one need not wait out an election timeout (the embedded database opens
         // with no delay).
@@ -185,7 +196,7 @@ impl Driver {
         }
         let _ = applied_tx.send(applied);
         info!(replica = config.id, applied, members = ?members, "hyperspace replica opened");
-        Ok(Driver {
+        let mut driver = Driver {
             id: config.id,
             raw,
             storage,
@@ -208,9 +219,13 @@ impl Driver {
             compact_now: false,
             stopping: None,
             snapshots_installed: 0,
+            election_rng: StdRng::seed_from_u64(config.seed),
+            election_range,
             _dir_lock: dir_lock,
             config,
-        })
+        };
+        driver.pin_election_timeout();
+        Ok(driver)
     }
 
     pub(super) async fn run(&mut self, mut rx: mpsc::Receiver<Input>) {
@@ -233,8 +248,7 @@ impl Driver {
                     }
                 }
                 _ = tick.tick() => {
-                    self.raw.tick();
-                    self.on_tick();
+                    self.tick();
                 }
             }
             if let Err(e) = self.on_ready() {
@@ -250,7 +264,7 @@ impl Driver {
         self.fail_all(|| NodeError::Stopped);
     }
 
-    pub(super) fn handle(&mut self, input: Input) {
+    pub(crate) fn handle(&mut self, input: Input) {
         match input {
             Input::Propose(cmd, reply) => self.propose(cmd, reply),
             Input::Read(cmd, reply) => self.start_read(ReadKind::Query(cmd, reply)),
@@ -301,6 +315,7 @@ impl Driver {
             ),
             Input::Stop(done) => self.stopping = Some(done),
         }
+        self.pin_election_timeout();
     }
 
     pub(super) fn not_leader(&self) -> NodeError {
@@ -343,7 +358,7 @@ impl Driver {
                     n,
                     Pending {
                         reply,
-                        deadline: Instant::now() + self.config.request_timeout,
+                        deadline: self.now() + self.config.request_timeout,
                         term,
                     },
                 );
@@ -395,8 +410,38 @@ impl Driver {
         }
     }
 
+    /// The time, from the configured clock.
+    pub(super) fn now(&self) -> Instant {
+        self.config.clock.now()
+    }
+
+    /// One Raft tick, then the driver's own timers (deadlines, leases).
+    pub(crate) fn tick(&mut self) {
+        self.raw.tick();
+        self.pin_election_timeout();
+        self.on_tick();
+    }
+
+    /// Makes Raft's randomized election timeout come from the seeded source.
+    ///
+    /// raft-rs draws it from its thread RNG whenever it resets its election timer (becoming
+    /// follower, pre-candidate, candidate or leader), which no seed reaches. Every such reset
+    /// leaves `election_elapsed` at 0, and nothing raises it again before the next tick, so
+    /// after each call into Raft (step, tick, campaign, apply) a timer at 0 gets a fresh timeout
+    /// drawn here, from the same range. A timer that is at 0 because a leader's message just
+    /// arrived is redrawn too: each wait is still uniform in the range, as before, and the
+    /// thread RNG's draw is never read. (The alternative, a window of one tick per replica,
+    /// would let two replicas with the same timeout split every vote forever.)
+    pub(super) fn pin_election_timeout(&mut self) {
+        if self.raw.raft.election_elapsed == 0 {
+            let (min, max) = self.election_range;
+            let t = self.election_rng.random_range(min..max);
+            self.raw.raft.set_randomized_election_timeout(t);
+        }
+    }
+
     pub(super) fn on_tick(&mut self) {
-        let now = Instant::now();
+        let now = self.now();
         // Requests that will not be answered in time (lost leadership, no quorum).
         let timeout = self.config.request_timeout;
         for (_, p) in self.proposals.extract_if(|_, p| p.deadline <= now) {
@@ -470,7 +515,7 @@ impl Driver {
         }
     }
 
-    pub(super) fn on_ready(&mut self) -> Result<(), NodeError> {
+    pub(crate) fn on_ready(&mut self) -> Result<(), NodeError> {
         self.update_role();
         self.reissue_deferred_reads();
         if !self.raw.has_ready() {
@@ -503,6 +548,7 @@ impl Driver {
         let committed = light.take_committed_entries();
         self.apply_entries(committed)?;
         self.raw.advance_apply();
+        self.pin_election_timeout();
         self.update_role();
         self.serve_reads();
         self.maybe_compact()?;

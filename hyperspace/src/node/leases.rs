@@ -37,7 +37,7 @@ impl Driver {
             });
         }
         self.leases
-            .insert(session, Instant::now() + Duration::from_millis(lease_ms));
+            .insert(session, self.now() + Duration::from_millis(lease_ms));
         // Acknowledge what the client has seen, once it is more than what is queued before it.
         let first_queued = self
             .state
@@ -66,9 +66,8 @@ impl Driver {
         match &cmd.op {
             Some(Op::CreateSession(cs)) => {
                 if let Some(crate::command::Reply::Session(id)) = &response.reply {
-                    self.leases
-                        .entry(*id)
-                        .or_insert_with(|| Instant::now() + Duration::from_millis(cs.lease_ms));
+                    let end = self.now() + Duration::from_millis(cs.lease_ms);
+                    self.leases.entry(*id).or_insert(end);
                 }
             }
             Some(Op::CloseSession(_)) => {
@@ -87,7 +86,7 @@ impl Driver {
 
     /// Chubby's grace: every session gets a full lease from a new leader.
     pub(super) fn grant_fresh_leases(&mut self) {
-        let now = Instant::now();
+        let now = self.now();
         self.leases = self
             .state
             .sessions()

@@ -1,7 +1,6 @@
 //! Membership: Raft configuration changes and the member list file (`id addr` per line).
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use bytes::Bytes;
 use protobuf::Message as _;
@@ -73,7 +72,7 @@ impl Driver {
                     n,
                     Pending {
                         reply,
-                        deadline: Instant::now() + self.config.request_timeout * 4,
+                        deadline: self.now() + self.config.request_timeout * 4,
                         term,
                     },
                 );

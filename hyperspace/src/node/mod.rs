@@ -15,8 +15,10 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::time::{Clock, entropy_seed, system_clock};
 use raft::prelude::Message;
 use tokio::sync::oneshot;
 
@@ -62,6 +64,11 @@ pub struct NodeConfig {
     pub max_pending: usize,
     pub storage: StorageOptions,
     pub limits: Limits,
+    /// What the driver reads the time from (request and read deadlines, leases); a simulation
+    /// passes a `ManualClock`. The Raft tick itself is driven by whoever runs the driver.
+    pub clock: Arc<dyn Clock>,
+    /// Seeds the driver's random source (Raft's election timeouts): a fixed seed replays a run.
+    pub seed: u64,
 }
 
 impl NodeConfig {
@@ -80,6 +87,8 @@ impl NodeConfig {
             max_pending: 16_384,
             storage: StorageOptions::default(),
             limits: Limits::default(),
+            clock: system_clock(),
+            seed: entropy_seed(),
         }
     }
 }

@@ -2,7 +2,6 @@
 //! leader and its state has applied the read's index.
 
 use std::collections::VecDeque;
-use std::time::Instant;
 
 use raft::StateRole;
 
@@ -48,7 +47,7 @@ impl Driver {
         }
         self.raw.read_index(ctx_bytes(self.id, n));
         self.reads
-            .insert(n, (kind, Instant::now() + self.config.request_timeout));
+            .insert(n, (kind, self.now() + self.config.request_timeout));
     }
 
     pub(super) fn on_read_state(&mut self, index: u64, ctx: &[u8]) {
