@@ -65,10 +65,10 @@ pub struct Summary {
     pub counter_reads: usize,
 }
 
-/// Checks a history; the error names the first rule broken and the events that break it.
+/// Checks a finished history against its final state; the error names the first rule broken
+/// and the events that break it.
 pub fn check(logs: &[WorkerLog], end: &FinalState, min_holds: usize) -> Result<Summary, String> {
-    let mut holds: Vec<Hold> = logs.iter().flat_map(|l| l.holds.clone()).collect();
-    holds.sort_by_key(|h| h.granted);
+    let holds = sorted_holds(logs);
     if holds.len() < min_holds {
         return Err(format!("too little progress: {} holds", holds.len()));
     }
@@ -77,26 +77,11 @@ pub fn check(logs: &[WorkerLog], end: &FinalState, min_holds: usize) -> Result<S
             return Err(format!("worker {i} never got the lock (FIFO queue)"));
         }
     }
-    for pair in holds.windows(2) {
-        if pair[1].granted <= pair[0].released {
-            return Err(format!(
-                "overlapping exclusive holds: {:?} and {:?}",
-                pair[0], pair[1]
-            ));
-        }
-        if pair[1].generation <= pair[0].generation {
-            return Err(format!(
-                "lock generations not increasing: {:?} then {:?}",
-                pair[0], pair[1]
-            ));
-        }
-    }
+    check_exclusion(&holds)?;
     let mut acked_incr = 0;
     let mut unknown_incr = 0;
     for (i, log) in logs.iter().enumerate() {
-        if log.expired {
-            return Err(format!("worker {i}'s session expired across leader changes"));
-        }
+        check_survival(i, log)?;
         acked_incr += log.increments_acked;
         unknown_incr += log.increments_unknown;
         let got = end.values.get(i).copied().flatten();
@@ -118,6 +103,60 @@ pub fn check(logs: &[WorkerLog], end: &FinalState, min_holds: usize) -> Result<S
             "counter {total}, acknowledged increments {acked_incr}, unknown {unknown_incr}"
         ));
     }
+    let counter_reads = check_reads(logs)?;
+    Ok(Summary {
+        holds: holds.len(),
+        total,
+        counter_reads,
+    })
+}
+
+/// The rules a history must keep at every moment, not only at its end (a simulation checks
+/// them after every answer, to name the step that broke one): exclusion, survival, reads.
+pub fn check_safety(logs: &[WorkerLog]) -> Result<(), String> {
+    check_exclusion(&sorted_holds(logs))?;
+    for (i, log) in logs.iter().enumerate() {
+        check_survival(i, log)?;
+    }
+    check_reads(logs).map(|_| ())
+}
+
+fn sorted_holds(logs: &[WorkerLog]) -> Vec<Hold> {
+    let mut holds: Vec<Hold> = logs.iter().flat_map(|l| l.holds.clone()).collect();
+    holds.sort_by_key(|h| h.granted);
+    holds
+}
+
+/// Holds ordered by grant do not overlap, and generations rise with them.
+fn check_exclusion(holds: &[Hold]) -> Result<(), String> {
+    for pair in holds.windows(2) {
+        if pair[1].granted <= pair[0].released {
+            return Err(format!(
+                "overlapping exclusive holds: {:?} and {:?}",
+                pair[0], pair[1]
+            ));
+        }
+        if pair[1].generation <= pair[0].generation {
+            return Err(format!(
+                "lock generations not increasing: {:?} then {:?}",
+                pair[0], pair[1]
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_survival(i: usize, log: &WorkerLog) -> Result<(), String> {
+    if log.expired {
+        return Err(format!(
+            "worker {i}'s session expired across leader changes"
+        ));
+    }
+    Ok(())
+}
+
+/// A counter read sees every increment acknowledged before it was sent; returns the reads.
+fn check_reads(logs: &[WorkerLog]) -> Result<usize, String> {
     let mut acks: Vec<Instant> = logs
         .iter()
         .flat_map(|l| l.increment_acks.iter().copied())
@@ -134,9 +173,5 @@ pub fn check(logs: &[WorkerLog], end: &FinalState, min_holds: usize) -> Result<S
             ));
         }
     }
-    Ok(Summary {
-        holds: holds.len(),
-        total,
-        counter_reads: reads,
-    })
+    Ok(reads)
 }

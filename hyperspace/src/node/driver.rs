@@ -45,7 +45,7 @@ pub(super) struct Pending<T> {
 pub(crate) struct Driver {
     pub(super) id: u64,
     pub(super) config: NodeConfig,
-    pub(super) raw: RawNode<DiskStorage>,
+    pub(crate) raw: RawNode<DiskStorage>,
     pub(super) storage: DiskStorage,
     pub(super) state: StateMachine,
     pub(super) members: BTreeMap<u64, String>,
@@ -81,6 +81,9 @@ pub(crate) struct Driver {
     pub(super) election_rng: StdRng,
     /// The range raft-rs draws election timeouts from, `[min, max)` ticks.
     pub(super) election_range: (usize, usize),
+    /// A deliberate bug for the simulation to catch (`sim::SimReplica::inject_local_reads`):
+    /// answer reads at once from local state, on any replica, without a read index.
+    pub(crate) local_reads: bool,
 }
 
 pub(super) fn ctx_bytes(node: u64, n: u64) -> Vec<u8> {
@@ -124,7 +127,7 @@ impl slog::Drain for TracingDrain {
 }
 
 impl Driver {
-    pub(super) fn open(
+    pub(crate) fn open(
         config: NodeConfig,
         transport: Arc<dyn Transport>,
         tx: mpsc::Sender<Input>,
@@ -221,6 +224,7 @@ impl Driver {
             snapshots_installed: 0,
             election_rng: StdRng::seed_from_u64(config.seed),
             election_range,
+            local_reads: false,
             _dir_lock: dir_lock,
             config,
         };
@@ -385,7 +389,7 @@ impl Driver {
         }
     }
 
-    pub(super) fn status(&self) -> NodeStatus {
+    pub(crate) fn status(&self) -> NodeStatus {
         let st = self.raw.status();
         NodeStatus {
             id: self.id,

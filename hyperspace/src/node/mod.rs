@@ -35,6 +35,8 @@ mod read_index;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use driver::Driver;
+pub(crate) use handle::Input;
 pub use handle::{DeliveryReports, Node};
 
 /// How a replica runs.

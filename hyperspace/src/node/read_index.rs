@@ -22,6 +22,12 @@ pub(super) enum ReadKind {
 
 impl Driver {
     pub(super) fn start_read(&mut self, kind: ReadKind) {
+        if self.local_reads
+            && let ReadKind::Query(cmd, reply) = kind
+        {
+            let _ = reply.send(Ok(self.state.query(&cmd)));
+            return;
+        }
         if self.role != StateRole::Leader {
             let err = self.not_leader();
             fail_read(kind, err);
