@@ -55,38 +55,6 @@ pub(crate) struct Inner {
     master: tokio::sync::Mutex<Option<Arc<rpc::Client>>>,
 }
 
-/// Polls a set of futures to completion concurrently (no extra dependency for one join).
-async fn futures_join_all<F: std::future::Future>(
-    futs: impl IntoIterator<Item = F>,
-) -> Vec<F::Output> {
-    let futs: Vec<_> = futs.into_iter().map(Box::pin).collect();
-    let mut outs: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
-    let mut futs: Vec<Option<_>> = futs.into_iter().map(Some).collect();
-    std::future::poll_fn(|cx| {
-        let mut pending = false;
-        for (i, slot) in futs.iter_mut().enumerate() {
-            if let Some(f) = slot {
-                match f.as_mut().poll(cx) {
-                    std::task::Poll::Ready(v) => {
-                        outs[i] = Some(v);
-                        *slot = None;
-                    }
-                    std::task::Poll::Pending => pending = true,
-                }
-            }
-        }
-        if pending {
-            std::task::Poll::Pending
-        } else {
-            std::task::Poll::Ready(())
-        }
-    })
-    .await;
-    outs.into_iter()
-        .map(|o| o.expect("every future finished"))
-        .collect()
-}
-
 /// A database on a cluster of processes.
 pub struct ClusterClient {
     inner: Arc<Inner>,

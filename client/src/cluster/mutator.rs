@@ -6,12 +6,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use common::{ErrorKind, Mutation};
+use futures_util::future::join_all;
 use rangeserver::server::client::{RsError, StreamPlace};
 
+use super::Inner;
 use super::errors::unreachable_server;
 use super::locations::{RangeLocation, route};
 use super::retry::{Attempt, Backoff};
-use super::{Inner, futures_join_all};
 use crate::{ClientError, Result, TableMutator};
 
 impl Inner {
@@ -51,7 +52,7 @@ impl Inner {
         let mut why = None;
         let mut fatal = None;
         let mut failed = Vec::new();
-        for (loc, cells, res) in futures_join_all(sends).await {
+        for (loc, cells, res) in join_all(sends).await {
             if let Err((done, e)) = res {
                 failed.extend(cells.into_iter().skip(done));
                 match self.rs_failure(&loc, table_id, e) {
@@ -289,7 +290,7 @@ impl ClusterMutator {
             .parts
             .into_iter()
             .map(|(loc, task)| async move { (loc, task.await) });
-        for (location, joined) in self.rt.block_on(futures_join_all(tasks)) {
+        for (location, joined) in self.rt.block_on(join_all(tasks)) {
             let (cells, res) = joined.map_err(|e| ClientError::Storage {
                 kind: ErrorKind::Internal,
                 message: format!("update task failed: {e}"),
