@@ -4,9 +4,9 @@
 use std::ops::Bound;
 use std::sync::Arc;
 
-use common::key::{self, Cell};
+use common::key::Cell;
 use common::scan_spec::{CellInterval, CellPos, RowInterval};
-use common::{ErrorKind, ScanSpec};
+use common::{ErrorKind, RowRange, ScanSpec, row_range};
 use rangeserver::server::client::RsError;
 use rangeserver::server::messages::PackedCells;
 use tokio::sync::mpsc;
@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use super::Inner;
 use super::errors::unreachable_server;
 use super::limiter::Limiter;
-use super::locations::{RangeLocation, locate};
+use super::locations::locate;
 use super::retry::{Attempt, Backoff};
 use crate::{ClientError, Result, TableScanner};
 
@@ -81,9 +81,9 @@ impl TableScanner for ClusterScanner {
 }
 
 /// The row span `[start, end)` of an interval (`None`: unbounded).
-fn interval_rows(i: &Interval) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
+fn interval_rows(i: &Interval) -> RowRange {
     match i {
-        Interval::Rows(r) => (
+        Interval::Rows(r) => RowRange::new(
             match &r.start {
                 Bound::Included(s) | Bound::Excluded(s) => Some(s.clone()),
                 Bound::Unbounded => None,
@@ -95,7 +95,7 @@ fn interval_rows(i: &Interval) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
                 Bound::Unbounded => None,
             },
         ),
-        Interval::Cells(c) => (
+        Interval::Cells(c) => RowRange::new(
             match &c.start {
                 Bound::Included(p) | Bound::Excluded(p) => Some(p.row.clone()),
                 Bound::Unbounded => None,
@@ -125,16 +125,8 @@ impl Interval {
     /// The encoded key it starts at (the order the engine processes intervals in).
     fn start_key(&self) -> Vec<u8> {
         match self {
-            Self::Rows(r) => match &r.start {
-                Bound::Included(s) => key::row_start(s),
-                Bound::Excluded(s) => key::row_end(s),
-                Bound::Unbounded => Vec::new(),
-            },
-            Self::Cells(c) => match &c.start {
-                Bound::Included(p) => key::cell_start(&p.row, p.family, &p.qualifier),
-                Bound::Excluded(p) => key::cell_end(&p.row, p.family, &p.qualifier),
-                Bound::Unbounded => Vec::new(),
-            },
+            Self::Rows(r) => r.start_key(),
+            Self::Cells(c) => c.start_key(),
         }
     }
 
@@ -194,18 +186,6 @@ impl Interval {
     }
 }
 
-fn overlaps(a: &(Option<Vec<u8>>, Option<Vec<u8>>), r: &RangeLocation) -> bool {
-    let starts_before_end = match (&a.0, &r.end_row) {
-        (Some(s), Some(e)) => s < e,
-        _ => true,
-    };
-    let ends_after_start = match (&a.1, &r.start_row) {
-        (Some(e), Some(s)) => e > s,
-        _ => true,
-    };
-    starts_before_end && ends_after_start
-}
-
 /// Streams a table scan into `tx`, block by block: interval by interval and server by server,
 /// with the limits applied here.
 pub(super) async fn scan_table(
@@ -231,7 +211,7 @@ pub(super) async fn scan_table(
         // Bounds the retries of one part of the scan (reset when a part completes).
         let mut backoff = Backoff::new(inner.opts.retry_for);
         // Where the next part of this interval starts (rows below it are done).
-        let mut from: Option<Vec<u8>> = span.0.clone();
+        let mut from: Option<Vec<u8>> = span.start.clone();
         loop {
             let part = inner
                 .retrying("scan", || async {
@@ -240,7 +220,14 @@ pub(super) async fn scan_table(
                     let first = locate(&ranges, from.as_deref().unwrap_or(b""));
                     let mut end = first.end_row.clone();
                     for r in ranges.iter().skip_while(|r| *r != first).skip(1) {
-                        if r.location != first.location || !overlaps(&span, r) {
+                        if r.location != first.location
+                            || !row_range::overlaps(
+                                &span.start,
+                                &span.end,
+                                &r.start_row,
+                                &r.end_row,
+                            )
+                        {
                             break;
                         }
                         end = r.end_row.clone();
@@ -335,7 +322,7 @@ pub(super) async fn scan_table(
                 break;
             }
             backoff = Backoff::new(inner.opts.retry_for);
-            let past_span = match (&run_end, &span.1) {
+            let past_span = match (&run_end, &span.end) {
                 (None, _) => true,
                 (Some(e), Some(s)) => e >= s,
                 (Some(_), None) => false,
