@@ -27,6 +27,8 @@ use std::time::Duration;
 use common::{ErrorKind, ScanSpec, TableSchema};
 use hyperspace::client::Hyperspace;
 use parking_lot::Mutex;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
 use rangeserver::server::client::RangeServerClient;
 use rpc::ClusterCredentials;
 
@@ -53,6 +55,9 @@ pub(crate) struct Inner {
     servers: Mutex<HashMap<String, Arc<RangeServerClient>>>,
     locations: Mutex<HashMap<u32, Arc<Vec<RangeLocation>>>>,
     master: tokio::sync::Mutex<Option<Arc<rpc::Client>>>,
+    /// Every random draw of the client (update stream ids, backoff jitter), seeded from
+    /// [`ClusterOptions::seed`].
+    rng: Mutex<StdRng>,
 }
 
 /// A database on a cluster of processes.
@@ -87,6 +92,7 @@ impl ClusterClient {
                 opts.hyperspace_options.clone(),
             ))
             .map_err(hs_err)?;
+        let seed = opts.seed.unwrap_or_else(common::time::entropy_seed);
         Ok(Self {
             inner: Arc::new(Inner {
                 hs,
@@ -95,6 +101,7 @@ impl ClusterClient {
                 servers: Mutex::new(HashMap::new()),
                 locations: Mutex::new(HashMap::new()),
                 master: tokio::sync::Mutex::new(None),
+                rng: Mutex::new(StdRng::seed_from_u64(seed)),
             }),
             rt,
         })

@@ -7,19 +7,20 @@ use std::sync::Arc;
 
 use common::{ErrorKind, Mutation};
 use futures_util::future::join_all;
+use rand::Rng;
 use rangeserver::server::client::{RsError, StreamPlace};
 
 use super::Inner;
 use super::errors::unreachable_server;
 use super::locations::{RangeLocation, route};
-use super::retry::{Attempt, Backoff};
+use super::retry::Attempt;
 use crate::{ClientError, Result, TableMutator};
 
 impl Inner {
     /// Sends `cells` to the servers holding their rows; every cell is applied once this returns
     /// `Ok` (see the module comment about lost answers).
     pub(super) async fn apply(&self, table_id: u32, cells: Vec<Mutation>) -> Result<()> {
-        let mut backoff = Backoff::new(self.opts.retry_for);
+        let mut backoff = self.backoff();
         let mut pending = cells;
         loop {
             match self.apply_once(table_id, pending).await {
@@ -220,7 +221,7 @@ impl ClusterMutator {
                     .streams
                     .entry(location.clone())
                     .or_insert_with(|| UpdateStream {
-                        id: new_stream_id(),
+                        id: new_stream_id(&mut *self.inner.rng.lock()),
                         next: 0,
                         acked: 0,
                     });
@@ -317,9 +318,9 @@ impl ClusterMutator {
 }
 
 /// A random update stream id (never 0, which means no stream).
-fn new_stream_id() -> u64 {
+fn new_stream_id(rng: &mut impl Rng) -> u64 {
     loop {
-        let id: u64 = rand::random();
+        let id: u64 = rng.random();
         if id != 0 {
             return id;
         }
@@ -343,5 +344,23 @@ impl TableMutator for ClusterMutator {
 
     fn cells_flushed(&self) -> u64 {
         self.flushed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    #[test]
+    fn stream_ids_come_from_the_seeded_source_and_are_never_zero() {
+        let ids = |seed| {
+            let mut rng = StdRng::seed_from_u64(seed);
+            (0..8).map(|_| new_stream_id(&mut rng)).collect::<Vec<_>>()
+        };
+        assert_eq!(ids(5), ids(5), "the same seed gives the same ids");
+        assert_ne!(ids(5), ids(6));
+        assert!(ids(5).iter().all(|&id| id != 0));
     }
 }

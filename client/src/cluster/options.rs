@@ -1,8 +1,10 @@
 //! [`ClusterOptions`]: the settings of the cluster client.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
+use common::time::Clock;
 use hyperspace::client::ClientOptions as HsOptions;
 use rangeserver::server::client::RangeServerClientOptions;
 
@@ -26,6 +28,11 @@ pub struct ClusterOptions {
     pub retry_for: Duration,
     pub hyperspace_options: HsOptions,
     pub range_server: RangeServerClientOptions,
+    /// The clock that retry deadlines are read from (tests pass a `ManualClock`).
+    pub clock: Arc<dyn Clock>,
+    /// The seed of the client's random source (update stream ids, backoff jitter), so that a
+    /// run can be repeated; `None`: a fresh one (`entropy_seed`).
+    pub seed: Option<u64>,
 }
 
 impl ClusterOptions {
@@ -44,6 +51,8 @@ impl ClusterOptions {
                 call_timeout: Duration::from_secs(30),
                 ..Default::default()
             },
+            clock: common::time::system_clock(),
+            seed: None,
         }
     }
 }

@@ -15,7 +15,7 @@ use super::Inner;
 use super::errors::unreachable_server;
 use super::limiter::Limiter;
 use super::locations::locate;
-use super::retry::{Attempt, Backoff};
+use super::retry::Attempt;
 use crate::{ClientError, Result, TableScanner};
 
 pub(super) struct ClusterScanner {
@@ -209,7 +209,7 @@ pub(super) async fn scan_table(
         let span = interval_rows(&interval);
         let mut limiter = Limiter::new(&spec);
         // Bounds the retries of one part of the scan (reset when a part completes).
-        let mut backoff = Backoff::new(inner.opts.retry_for);
+        let mut backoff = inner.backoff();
         // Where the next part of this interval starts (rows below it are done).
         let mut from: Option<Vec<u8>> = span.start.clone();
         loop {
@@ -310,7 +310,7 @@ pub(super) async fn scan_table(
                         }
                         if limiter.judged > judged_before {
                             // It got somewhere: a fresh retry budget.
-                            backoff = Backoff::new(inner.opts.retry_for);
+                            backoff = inner.backoff();
                         }
                         // Locations were dropped; the next attempt finds the new ones.
                         backoff.wait("scan", why).await?;
@@ -321,7 +321,7 @@ pub(super) async fn scan_table(
             if stop {
                 break;
             }
-            backoff = Backoff::new(inner.opts.retry_for);
+            backoff = inner.backoff();
             let past_span = match (&run_end, &span.end) {
                 (None, _) => true,
                 (Some(e), Some(s)) => e >= s,
