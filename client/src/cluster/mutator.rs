@@ -18,7 +18,7 @@ use crate::{ClientError, Result, TableMutator};
 
 impl Inner {
     /// Sends `cells` to the servers holding their rows; every cell is applied once this returns
-    /// `Ok` (see the module comment about lost answers).
+    /// `Ok` (see the `cluster` module comment about lost answers).
     pub(super) async fn apply(&self, table_id: u32, cells: Vec<Mutation>) -> Result<()> {
         let mut backoff = self.backoff();
         let mut pending = cells;
