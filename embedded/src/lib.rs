@@ -27,9 +27,7 @@ use proto::layout::{HT as HT_ROOT, NAMESPACES as NS_ROOT, NEXT_TABLE_ID, ns_node
 /// carry an older data directory over.
 const NAMESPACE_PREFIX: &str = "ns:";
 
-fn hs_err(e: hyperspace::client::ClientError) -> ClientError {
-    ClientError::storage(common::ErrorKind::Unavailable, format!("hyperspace: {e}"))
-}
+use proto::hs_err;
 
 /// Makes the file system the engine writes through, on the database's I/O runtime (backends
 /// that talk to servers set up their connections there).

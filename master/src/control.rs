@@ -5,11 +5,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use proto::layout::*;
 use common::ErrorKind;
 use common::time::Clock;
 use dfs_broker::Fs;
 use hyperspace::client::{Hyperspace, SessionState};
+use proto::layout::*;
 use proto::rs::client::RangeServerClient;
 use rpc::ClusterCredentials;
 use tokio::sync::{mpsc, watch};

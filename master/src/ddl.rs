@@ -3,12 +3,12 @@
 
 use std::time::Duration;
 
-use proto::rs::client::engine_message;
-use proto::layout::*;
-use proto::error::{ClientError, normalize_path, split_path};
 use common::key::CellFlag;
 use common::{ErrorKind, Mutation, TableSchema};
 use hyperspace::command::ErrorCode;
+use proto::error::{ClientError, normalize_path, split_path};
+use proto::layout::*;
+use proto::rs::client::engine_message;
 
 use crate::control::Master;
 use crate::ops::{Operation, op_node};
@@ -58,7 +58,12 @@ impl Master {
             return Ok(None);
         }
         match self.attr(&ns_node(&p), TABLE_ID_ATTR).await? {
-            Some(id) => id.parse().map(Some).map_err(|_| ClientError::storage(ErrorKind::Corruption, format!("table {p} has a bad id '{id}' in hyperspace"))),
+            Some(id) => id.parse().map(Some).map_err(|_| {
+                ClientError::storage(
+                    ErrorKind::Corruption,
+                    format!("table {p} has a bad id '{id}' in hyperspace"),
+                )
+            }),
             None => Ok(None),
         }
     }
@@ -68,11 +73,12 @@ impl Master {
             return Ok(Some(metadata_schema()));
         }
         match self.attr(&table_node(id), SCHEMA_ATTR).await? {
-            Some(json) => {
-                TableSchema::from_json(&json)
-                    .map(Some)
-                    .map_err(|e| ClientError::storage(ErrorKind::Corruption, format!("table {id}: bad schema in hyperspace: {e}")))
-            }
+            Some(json) => TableSchema::from_json(&json).map(Some).map_err(|e| {
+                ClientError::storage(
+                    ErrorKind::Corruption,
+                    format!("table {id}: bad schema in hyperspace: {e}"),
+                )
+            }),
             None => Ok(None),
         }
     }
@@ -247,7 +253,12 @@ impl Master {
             .attr_incr(HT, NEXT_TABLE_ID, 1)
             .await
             .map_err(hs_err)?;
-        schema.id = u32::try_from(id).map_err(|_| ClientError::storage(ErrorKind::Internal, format!("table id counter out of range: {id}")))?;
+        schema.id = u32::try_from(id).map_err(|_| {
+            ClientError::storage(
+                ErrorKind::Internal,
+                format!("table id counter out of range: {id}"),
+            )
+        })?;
         schema.name = path.clone();
         self.start_op(Operation::CreateTable {
             path,
@@ -338,7 +349,10 @@ impl Master {
                 Ok(None) => Ok(()),
                 Ok(Some(json)) => match Operation::from_json(&json) {
                     Ok(op) => self.run_op(w.seq, op).await,
-                    Err(e) => Err(ClientError::storage(ErrorKind::Corruption, format!("operation {} is unreadable: {e}", w.seq))),
+                    Err(e) => Err(ClientError::storage(
+                        ErrorKind::Corruption,
+                        format!("operation {} is unreadable: {e}", w.seq),
+                    )),
                 },
                 Err(e) => Err(e),
             };

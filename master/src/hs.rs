@@ -1,7 +1,7 @@
 //! Hyperspace helpers of the master: attributes, counters, files created if missing.
 
-use proto::layout::*;
 use hyperspace::command::{ErrorCode, flags};
+use proto::layout::*;
 
 use crate::control::Master;
 use crate::{Result, hs_err};

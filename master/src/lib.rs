@@ -22,9 +22,9 @@ mod servers;
 pub mod service;
 mod status;
 
+use common::{ErrorKind, TableSchema};
 use proto::ClientError;
 use proto::master::MasterStatus;
-use common::{ErrorKind, TableSchema};
 use proto::rs::client::RsError;
 use tokio::sync::oneshot;
 
@@ -38,9 +38,7 @@ pub type Result<T> = std::result::Result<T, ClientError>;
 pub(crate) const MOVES: &str = "moves";
 pub(crate) const RECOVERIES: &str = "recoveries";
 
-pub(crate) fn hs_err(e: hyperspace::client::ClientError) -> ClientError {
-    ClientError::storage(ErrorKind::Unavailable, format!("hyperspace: {e}"))
-}
+pub(crate) use proto::hs_err;
 
 pub(crate) fn unavailable(message: String) -> ClientError {
     ClientError::storage(ErrorKind::Unavailable, message)

@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use proto::layout::*;
 use common::scan_spec::RowInterval;
 use common::{ErrorKind, Mutation, ScanSpec, TableSchema};
+use proto::layout::*;
 
 use crate::control::Master;
 use crate::{Result, hs_err, rs_err, unavailable};

@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 
-use proto::layout::*;
 use hyperspace::client::{Hyperspace, SessionState};
 use hyperspace::command::{LockMode, flags};
+use proto::layout::*;
 use tokio::sync::{mpsc, watch};
 
 use crate::balance;

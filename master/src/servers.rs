@@ -5,9 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use proto::layout::*;
 use common::ErrorKind;
 use hyperspace::command::{LockMode, flags};
+use proto::layout::*;
 use proto::rs::client::{RangeServerClient, RangeServerClientOptions, RsError};
 
 use crate::control::Master;
