@@ -1,0 +1,138 @@
+//! Replay at open: the commit log into the cell caches, then orphaned files removed.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use common::key::{CellFlag, KeyRef};
+use dfs_broker::{BlockingFs, join};
+
+use super::{Damaged, Engine, Inner};
+use crate::cellstore::CellStore;
+use crate::commitlog::entry::decode_log_entry;
+use crate::error::{Error, Result};
+
+impl Engine {
+    pub(super) fn replay(&self) -> Result<()> {
+        let inner = &self.inner;
+        let ranges = inner.ranges.read();
+        let tables = inner.tables.read();
+        let mut replayed = 0u64;
+        let mut max_rev = i64::MIN;
+        let stats = inner.log.replay_existing(|entry| {
+            let (table, cells) = decode_log_entry(entry).ok_or_else(|| Error::Corrupt {
+                file: join(&inner.root, "log"),
+                offset: 0,
+                msg: "commit log entry does not parse".into(),
+            })?;
+            let Some(t) = tables.get(&table) else {
+                return Ok(());
+            };
+            for (k, v) in cells {
+                let kr = KeyRef::new(k)?;
+                let rev = kr.revision();
+                max_rev = max_rev.max(rev);
+                let row = kr.row();
+                let Some(range) = Inner::find_range(&ranges, table, &row) else {
+                    continue;
+                };
+                let targets: Vec<usize> = if kr.flag() == CellFlag::DeleteRow {
+                    (0..range.groups.len()).collect()
+                } else {
+                    t.group_of[kr.family() as usize]
+                        .map(|g| g as usize)
+                        .into_iter()
+                        .collect()
+                };
+                for gi in targets {
+                    let g = &range.groups[gi];
+                    let st = g.state();
+                    if rev <= st.flushed_revision {
+                        continue;
+                    }
+                    let grew = st.active.insert_batch([(k, v, rev)]);
+                    inner.add_cache_bytes(grew);
+                    replayed += 1;
+                }
+            }
+            Ok(())
+        })?;
+        if max_rev > i64::MIN {
+            inner.observe_revision(max_rev);
+        }
+        inner.counters.replayed.store(replayed, Ordering::Relaxed);
+
+        tracing::info!(
+            cells = replayed,
+            entries = stats.entries,
+            "commit log replayed"
+        );
+        Ok(())
+    }
+
+    /// Deletes cell-store files that no range references (left by a crash mid-compaction) and
+    /// the directories of dropped tables.
+    pub(super) fn remove_orphans(
+        &self,
+        referenced: &HashMap<String, Arc<CellStore>>,
+    ) -> Result<()> {
+        let fs = &self.inner.fs;
+        let tdir = self.inner.tables_dir();
+        if !fs.exists(&tdir)? {
+            return Ok(());
+        }
+        let tables = self.inner.tables.read();
+        // Files handed to other engines with unloaded ranges stay until the table is dropped.
+        let exported = self.inner.meta.lock().state().exported.clone();
+        let damaged: Vec<Damaged> = self.inner.damaged.read().values().cloned().collect();
+        for t in fs.readdir(&tdir)? {
+            let tpath = join(&tdir, &t.name);
+            let known = t
+                .name
+                .parse::<u32>()
+                .ok()
+                .is_some_and(|id| tables.contains_key(&id));
+            if !known {
+                fs.rmdir(&tpath, true)?;
+                continue;
+            }
+            for g in fs.readdir(&tpath)?.into_iter().filter(|e| e.is_dir) {
+                let gpath = join(&tpath, &g.name);
+                for r in fs.readdir(&gpath)?.into_iter().filter(|e| e.is_dir) {
+                    let rpath = join(&gpath, &r.name);
+                    let mut left = 0;
+                    for f in fs.readdir(&rpath)? {
+                        let p = join(&rpath, &f.name);
+                        if f.is_dir
+                            || referenced.contains_key(&p)
+                            || exported.contains_key(&p)
+                            || damaged.iter().any(|d| d.holds(&p))
+                        {
+                            left += 1;
+                        } else {
+                            tracing::info!(file = p, "removing orphaned cell store");
+                            fs.remove(&p)?;
+                        }
+                    }
+                    if left == 0 {
+                        fs.rmdir(&rpath, false)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// True if `root` holds cell-store directories or commit-log files.
+pub(super) fn root_holds_data(fs: &BlockingFs, root: &str) -> Result<bool> {
+    for dir in ["tables", "log"] {
+        match fs.readdir(&join(root, dir)) {
+            Ok(entries) if !entries.is_empty() => return Ok(true),
+            Ok(_) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(false)
+}
