@@ -14,15 +14,12 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use common::TableSchema;
-use common::key::{CellFlag, KeyRef};
 use dfs_broker::join;
 
 use crate::cellcache::CellCache;
 use crate::cellstore::{CellStore, CellStoreOptions};
 use crate::commitlog::CommitLog;
-use crate::engine::{
-    CompactionKind, Engine, Inner, RangeEnd, RangeMap, TableInfo, decode_log_entry,
-};
+use crate::engine::{CompactionKind, Engine, Inner, RangeEnd, RangeMap, TableInfo, replay_entry};
 use crate::error::{Error, Result};
 use crate::maintenance;
 use crate::meta::{MetaOp, RangeRecord};
@@ -497,39 +494,15 @@ fn replay_into(
     // The dead server's record of its fragments makes a missing or damaged one an error.
     let track = crate::meta::read_state(&inner.fs, &join(dead_root, "meta"))?.log;
     let stats = CommitLog::replay_dir(&inner.fs, &dir, track.as_ref(), |entry| {
-        let (table, log_cells) = decode_log_entry(entry).ok_or_else(|| Error::Corrupt {
-            file: dir.clone(),
-            offset: 0,
-            msg: "commit log entry does not parse".into(),
-        })?;
-        let Some((t, _)) = tables.get(&table) else {
-            return Ok(());
-        };
-        for (k, v) in log_cells {
-            let kr = KeyRef::new(k)?;
-            let rev = kr.revision();
-            max_rev = max_rev.max(rev);
-            let row = kr.row();
-            let Some(range) = Inner::find_range(phantoms, table, &row) else {
-                continue;
-            };
-            let targets: Vec<usize> = if kr.flag() == CellFlag::DeleteRow {
-                (0..range.groups.len()).collect()
-            } else {
-                t.group_of[kr.family() as usize]
-                    .map(|g| g as usize)
-                    .into_iter()
-                    .collect()
-            };
-            for gi in targets {
-                let st = range.groups[gi].state();
-                if rev <= st.flushed_revision {
-                    continue;
-                }
-                held_bytes += st.active.insert_batch([(k, v, rev)]);
-                cells += 1;
-            }
-        }
+        let (n, grew) = replay_entry(
+            entry,
+            &dir,
+            |t| tables.get(&t).map(|(t, _)| &**t),
+            phantoms,
+            &mut max_rev,
+        )?;
+        held_bytes += grew;
+        cells += n;
         if held_bytes > limit {
             held_bytes = flush_phantoms(inner, tables, phantoms, limit / 2)?;
         }

@@ -25,6 +25,7 @@ pub(crate) use inner::{Counters, Inner};
 pub use options::{Clock, EngineOptions, SystemClock};
 pub use read::TableScanner;
 pub(crate) use read::family_rules;
+pub(crate) use replay::replay_entry;
 pub use write::{MAX_ROW_OR_QUALIFIER_BYTES, MAX_VALUE_BYTES};
 
 use std::collections::{BTreeMap, HashMap};

@@ -7,54 +7,30 @@ use std::sync::atomic::Ordering;
 use common::key::{CellFlag, KeyRef};
 use dfs_broker::{BlockingFs, join};
 
-use super::{Damaged, Engine, Inner};
+use super::{Damaged, Engine, Inner, RangeMap, TableInfo};
 use crate::cellstore::CellStore;
 use crate::commitlog::entry::decode_log_entry;
 use crate::error::{Error, Result};
 
 impl Engine {
+    /// Replays this engine's commit log into the caches of the ranges held.
     pub(super) fn replay(&self) -> Result<()> {
         let inner = &self.inner;
         let ranges = inner.ranges.read();
         let tables = inner.tables.read();
         let mut replayed = 0u64;
         let mut max_rev = i64::MIN;
+        let dir = join(&inner.root, "log");
         let stats = inner.log.replay_existing(|entry| {
-            let (table, cells) = decode_log_entry(entry).ok_or_else(|| Error::Corrupt {
-                file: join(&inner.root, "log"),
-                offset: 0,
-                msg: "commit log entry does not parse".into(),
-            })?;
-            let Some(t) = tables.get(&table) else {
-                return Ok(());
-            };
-            for (k, v) in cells {
-                let kr = KeyRef::new(k)?;
-                let rev = kr.revision();
-                max_rev = max_rev.max(rev);
-                let row = kr.row();
-                let Some(range) = Inner::find_range(&ranges, table, &row) else {
-                    continue;
-                };
-                let targets: Vec<usize> = if kr.flag() == CellFlag::DeleteRow {
-                    (0..range.groups.len()).collect()
-                } else {
-                    t.group_of[kr.family() as usize]
-                        .map(|g| g as usize)
-                        .into_iter()
-                        .collect()
-                };
-                for gi in targets {
-                    let g = &range.groups[gi];
-                    let st = g.state();
-                    if rev <= st.flushed_revision {
-                        continue;
-                    }
-                    let grew = st.active.insert_batch([(k, v, rev)]);
-                    inner.add_cache_bytes(grew);
-                    replayed += 1;
-                }
-            }
+            let (cells, grew) = replay_entry(
+                entry,
+                &dir,
+                |t| tables.get(&t).map(|t| &**t),
+                &ranges,
+                &mut max_rev,
+            )?;
+            inner.add_cache_bytes(grew);
+            replayed += cells;
             Ok(())
         })?;
         if max_rev > i64::MIN {
@@ -135,4 +111,55 @@ pub(super) fn root_holds_data(fs: &BlockingFs, root: &str) -> Result<bool> {
         }
     }
     Ok(false)
+}
+
+/// Puts the cells of one replayed commit-log entry into the active caches of the ranges in
+/// `ranges` that hold them: a cell goes to its family's group if its revision is above that
+/// group's flushed revision, a row delete to every group; cells of unknown tables (`table_of`
+/// gives `None`) and of rows no range holds are passed over. `max_rev` rises to the highest
+/// revision seen. Returns the cells inserted and the bytes the caches grew by. Shared by replay
+/// at open and by the recovery of a dead server's ranges (`log_dir` names the log in errors).
+pub(crate) fn replay_entry<'t>(
+    entry: &[u8],
+    log_dir: &str,
+    table_of: impl Fn(u32) -> Option<&'t TableInfo>,
+    ranges: &RangeMap,
+    max_rev: &mut i64,
+) -> Result<(u64, u64)> {
+    let (table, cells) = decode_log_entry(entry).ok_or_else(|| Error::Corrupt {
+        file: log_dir.to_string(),
+        offset: 0,
+        msg: "commit log entry does not parse".into(),
+    })?;
+    let Some(t) = table_of(table) else {
+        return Ok((0, 0));
+    };
+    let mut inserted = 0u64;
+    let mut grew = 0u64;
+    for (k, v) in cells {
+        let kr = KeyRef::new(k)?;
+        let rev = kr.revision();
+        *max_rev = (*max_rev).max(rev);
+        let row = kr.row();
+        let Some(range) = Inner::find_range(ranges, table, &row) else {
+            continue;
+        };
+        let targets: Vec<usize> = if kr.flag() == CellFlag::DeleteRow {
+            (0..range.groups.len()).collect()
+        } else {
+            t.group_of[kr.family() as usize]
+                .map(|g| g as usize)
+                .into_iter()
+                .collect()
+        };
+        for gi in targets {
+            let st = range.groups[gi].state();
+            if rev <= st.flushed_revision {
+                continue;
+            }
+            grew += st.active.insert_batch([(k, v, rev)]);
+            inserted += 1;
+        }
+    }
+    Ok((inserted, grew))
 }
