@@ -52,9 +52,9 @@ impl Engine {
     /// missing (listed so that their rows stay assigned here and answer with the damage).
     pub(super) fn damaged_ranges(&self, table: Option<u32>) -> Vec<RangeInfo> {
         self.inner
-            .damaged
-            .read()
-            .values()
+            .catalog()
+            .damaged()
+            .iter()
             .filter(|d| table.is_none_or(|t| t == d.rec.table_id))
             .map(|d| RangeInfo {
                 id: d.rec.id,
@@ -73,9 +73,9 @@ impl Engine {
     /// The errors of the ranges that are not served because of damage.
     pub fn damaged(&self) -> Vec<Error> {
         self.inner
-            .damaged
-            .read()
-            .values()
+            .catalog()
+            .damaged()
+            .iter()
             .map(Damaged::error)
             .collect()
     }

@@ -8,7 +8,8 @@ use common::TableSchema;
 use dfs_broker::join;
 use parking_lot::Mutex;
 
-use super::{Engine, Inner, RangeEnd, TableInfo};
+use super::catalog::range_key;
+use super::{Engine, Inner, TableInfo};
 use crate::cellcache::CellCache;
 use crate::error::{Error, Result};
 use crate::maintenance;
@@ -45,23 +46,23 @@ impl Engine {
                 "a range's start row must be below its end row".into(),
             ));
         }
-        let _gate = inner.gate.write();
-        if inner.overlapping(table_id, &start_row, &end_row).is_some() {
+        let gate = inner.catalog().exclusive();
+        if inner
+            .catalog()
+            .overlapping(table_id, &start_row, &end_row)
+            .is_some()
+        {
             return Err(Error::InvalidInput(format!(
                 "the new range overlaps a range of table {table_id} held here"
             )));
         }
         let rec = empty_range_record(inner, &table.schema, start_row, end_row);
-        inner.meta.lock().write(vec![
+        inner.files().write_meta(vec![
             MetaOp::PutRange(rec.clone()),
             MetaOp::NextRangeId(rec.id + 1),
         ])?;
         let range = inner.build_range(&rec, &table, &mut HashMap::new())?;
-        let end = rec.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
-        inner
-            .ranges
-            .write()
-            .insert((table_id, end), Arc::new(range));
+        gate.insert_range(range_key(table_id, rec.end_row.as_deref()), Arc::new(range));
         Ok(rec.id)
     }
 
@@ -69,7 +70,7 @@ impl Engine {
         self.check_open()?;
         schema.validate()?;
         let inner = &self.inner;
-        let mut tables = inner.tables.write();
+        let mut tables = inner.catalog().tables_mut();
         if tables.contains_key(&schema.id) {
             return Err(Error::TableExists(format!(
                 "{} (id {})",
@@ -77,7 +78,7 @@ impl Engine {
             )));
         }
         // Ids are never reused: the log may still hold cells of a dropped table with this id.
-        let used = inner.meta.lock().state().max_table_id;
+        let used = inner.files().meta_state(|s| s.max_table_id);
         if schema.id <= used {
             return Err(Error::InvalidInput(format!(
                 "table id {} was used before (ids up to {used} are taken); table ids are never reused",
@@ -90,27 +91,25 @@ impl Engine {
             .collect();
         let mut ops = vec![MetaOp::PutTable(schema.clone())];
         ops.extend(recs.iter().cloned().map(MetaOp::PutRange));
-        ops.push(MetaOp::NextRangeId(
-            inner.next_range_id.load(Ordering::Acquire),
-        ));
-        inner.meta.lock().write(ops)?;
+        ops.push(MetaOp::NextRangeId(inner.catalog().next_range_id()));
+        inner.files().write_meta(ops)?;
         let info = TableInfo::new(schema);
         let table_id = info.schema.id;
         // Its directory marks the root as holding a table even before any cell store exists,
         // so a lost meta log is never taken for a new database (`root_holds_data`).
         inner
-            .fs
-            .mkdirs(&join(&inner.tables_dir(), &table_id.to_string()))?;
+            .fs()
+            .mkdirs(&join(&inner.files().tables_dir(), &table_id.to_string()))?;
         let mut built = Vec::new();
         for rec in &recs {
             built.push((rec, inner.build_range(rec, &info, &mut HashMap::new())?));
         }
         tables.insert(table_id, Arc::new(info));
-        let mut ranges = inner.ranges.write();
-        for (rec, range) in built {
-            let end = rec.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
-            ranges.insert((table_id, end), Arc::new(range));
-        }
+        tables.insert_ranges(
+            built
+                .into_iter()
+                .map(|(rec, range)| (range_key(table_id, rec.end_row.as_deref()), Arc::new(range))),
+        );
         Ok(())
     }
 
@@ -140,7 +139,7 @@ impl Engine {
             }
         }
         with_table_locked(inner, schema.id, |olds| {
-            let _gate = inner.gate.write();
+            let gate = inner.catalog().exclusive();
             // Rebuild ranges so new access groups get state; existing groups keep theirs.
             let mut ops = vec![MetaOp::PutTable(schema.clone())];
             let mut rebuilt = Vec::new();
@@ -174,10 +173,9 @@ impl Engine {
                 ops.push(MetaOp::PutRange(r.record()));
                 rebuilt.push((Arc::new(r), old_r.clone()));
             }
-            inner.meta.lock().write(ops)?;
-            // Lock order: `tables` before `ranges`, as everywhere.
-            let mut tables = inner.tables.write();
-            let mut ranges = inner.ranges.write();
+            inner.files().write_meta(ops)?;
+            let mut tables = gate.tables_mut();
+            let mut ranges = Vec::with_capacity(rebuilt.len());
             for (r, old_r) in rebuilt {
                 old_r.retired.store(true, Ordering::Release);
                 // Groups the new schema no longer has: their memory and files go.
@@ -190,9 +188,9 @@ impl Engine {
                     inner.sub_cache_bytes(st.cache_bytes());
                     maintenance::retire(inner, &st.stores);
                 }
-                let end = r.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
-                ranges.insert((r.table_id, end), r);
+                ranges.push((range_key(r.table_id, r.end_row.as_deref()), r));
             }
+            tables.insert_ranges(ranges);
             tables.insert(schema.id, Arc::new(TableInfo::new(schema.clone())));
             Ok(())
         })
@@ -204,41 +202,30 @@ impl Engine {
         let inner = &self.inner;
         inner.table(table_id)?;
         with_table_locked(inner, table_id, |removed| {
-            let _gate = inner.gate.write();
-            inner.meta.lock().write(vec![MetaOp::DropTable(table_id)])?;
-            inner.tables.write().remove(&table_id);
-            {
-                let mut ranges = inner.ranges.write();
-                for r in removed {
-                    let end = r.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
-                    ranges.remove(&(table_id, end));
-                }
-            }
+            let gate = inner.catalog().exclusive();
+            inner
+                .files()
+                .write_meta(vec![MetaOp::DropTable(table_id)])?;
+            gate.tables_mut().remove(&table_id);
+            let keys: Vec<_> = removed
+                .iter()
+                .map(|r| range_key(table_id, r.end_row.as_deref()))
+                .collect();
+            gate.replace_ranges(&keys, Vec::new());
             for r in removed {
                 r.retired.store(true, Ordering::Release);
                 for g in &r.groups {
                     let st = g.state();
                     inner.sub_cache_bytes(st.cache_bytes());
-                    let mut pending = inner.gc_pending.lock();
-                    for s in &st.stores {
-                        if !pending.iter().any(|p| p.path() == s.path()) {
-                            pending.push(s.clone());
-                        }
-                    }
+                    inner.garbage().retire(&st.stores, &[]);
                 }
             }
             Ok(())
         })?;
         maintenance::collect_garbage(inner)?;
-        let dir = format!("{}/{table_id}", inner.tables_dir());
-        if inner
-            .gc_pending
-            .lock()
-            .iter()
-            .all(|s| !s.path().starts_with(&dir))
-            && inner.fs.exists(&dir)?
-        {
-            inner.fs.rmdir(&dir, true)?;
+        let dir = format!("{}/{table_id}", inner.files().tables_dir());
+        if !inner.garbage().any_under(&dir) && inner.fs().exists(&dir)? {
+            inner.fs().rmdir(&dir, true)?;
         }
         maintenance::purge_log(inner)?;
         Ok(())
@@ -256,23 +243,23 @@ impl Engine {
         if ops.is_empty() {
             return Ok(());
         }
-        self.inner.meta.lock().write(ops)
+        self.inner.files().write_meta(ops)
     }
 
     /// The attributes whose keys start with `prefix`, in key order.
     pub fn attrs(&self, prefix: &str) -> Vec<(String, String)> {
-        let meta = self.inner.meta.lock();
-        meta.state()
-            .attrs
-            .range(prefix.to_string()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+        self.inner.files().meta_state(|s| {
+            s.attrs
+                .range(prefix.to_string()..)
+                .take_while(|(k, _)| k.starts_with(prefix))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
     }
 
     /// One attribute.
     pub fn attr(&self, key: &str) -> Option<String> {
-        self.inner.meta.lock().state().attrs.get(key).cloned()
+        self.inner.files().meta_state(|s| s.attrs.get(key).cloned())
     }
 }
 
@@ -287,7 +274,7 @@ fn empty_range_record(
     end_row: Option<Vec<u8>>,
 ) -> RangeRecord {
     RangeRecord {
-        id: inner.next_range_id.fetch_add(1, Ordering::AcqRel),
+        id: inner.catalog().take_range_ids(1),
         table_id: schema.id,
         start_row,
         end_row,

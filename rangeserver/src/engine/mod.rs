@@ -11,6 +11,7 @@
 //! gate exclusively, so every cell with revision <= the freeze point is in the frozen cache or
 //! earlier, and replay can skip exactly the cells a cell store already holds.
 
+mod catalog;
 mod damage;
 mod ddl;
 mod inner;
@@ -20,23 +21,23 @@ mod replay;
 mod write;
 
 pub use crate::commitlog::entry::{LogCell, decode_log_entry};
+pub(crate) use catalog::range_key;
 pub use damage::Damaged;
-pub(crate) use inner::{Counters, Inner};
+pub(crate) use inner::Inner;
 pub use options::{Clock, EngineOptions, SystemClock};
 pub use read::TableScanner;
 pub(crate) use read::family_rules;
 pub(crate) use replay::replay_entry;
 pub use write::{MAX_ROW_OR_QUALIFIER_BYTES, MAX_VALUE_BYTES};
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use common::{Durability, TableSchema};
 use dfs_broker::{BlockingFs, Fs, join};
-use parking_lot::{Condvar, Mutex, RwLock};
+use parking_lot::Mutex;
 
-use crate::block_cache::BlockCache;
 use crate::commitlog::{CommitLog, LogRecord, Recorder};
 use crate::error::{Error, Result};
 use crate::maintenance;
@@ -50,16 +51,8 @@ pub use common::{AsMutationRef, Mutation, MutationRef};
 /// A cell returned by a scan.
 pub type ScanCell = common::Cell;
 
-/// Which compaction to run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CompactionKind {
-    /// Write the cell caches out as new cell stores.
-    Minor,
-    /// Merge cell stores (without dropping anything).
-    Merging,
-    /// Rewrite each group as one cell store, dropping deletes, expired cells and old versions.
-    Major,
-}
+/// Which compaction to run (one type for the engine, the wire and the clients).
+pub use common::CompactionKind;
 
 pub use common::status::{EngineStats, RangeInfo};
 
@@ -89,7 +82,7 @@ pub(crate) enum RangeEnd {
     Max,
 }
 
-pub(crate) type RangeMap = BTreeMap<(u32, RangeEnd), Arc<Range>>;
+pub(crate) type RangeMap = BTreeMap<catalog::RangeKey, Arc<Range>>;
 
 /// The storage engine. Cheap to clone; all clones share one engine.
 #[derive(Clone)]
@@ -102,8 +95,8 @@ impl std::fmt::Debug for Engine {
         write!(
             f,
             "Engine({} at {})",
-            self.inner.fs.inner().url(),
-            self.inner.root
+            self.inner.fs().inner().url(),
+            self.inner.files().root()
         )
     }
 }
@@ -163,80 +156,17 @@ impl Engine {
             // A log from before fragments were recorded: record what is there now.
             meta.lock().write(vec![MetaOp::Log(log.current_record())])?;
         }
-        let block_cache = BlockCache::new(opts.block_cache_bytes);
         let state = meta.lock().state().clone();
-        let inner = Arc::new(Inner {
-            fs: bfs,
-            root: root.to_string(),
-            tables: RwLock::new(HashMap::new()),
-            ranges: RwLock::new(BTreeMap::new()),
+        let inner = Arc::new(Inner::new(
+            bfs,
+            root,
+            opts,
             log,
             meta,
-            gate: RwLock::new(()),
-            last_revision: Mutex::new(i64::MIN + 1),
-            block_cache,
-            cache_bytes: AtomicU64::new(0),
-            memory_wait: Mutex::new(()),
-            memory_cv: Condvar::new(),
-            closed: AtomicBool::new(false),
-            counters: Counters::default(),
-            maint: maintenance::Queue::new(opts.maintenance_queue_limit),
-            gc_pending: Mutex::new(Vec::new()),
-            next_range_id: AtomicU64::new(state.next_range_id.max(1)),
-            unloading: Mutex::new(Vec::new()),
-            damaged: RwLock::new(BTreeMap::new()),
-            store_lock: Mutex::new(store_lock),
-            opts,
-        });
-        // Tables and ranges.
-        let mut open_stores = HashMap::new();
-        {
-            let mut tables = inner.tables.write();
-            for s in state.tables.values() {
-                tables.insert(s.id, Arc::new(TableInfo::new(s.clone())));
-            }
-        }
-        {
-            let tables = inner.tables.read();
-            let mut ranges = inner.ranges.write();
-            for rec in state.ranges.values() {
-                let Some(t) = tables.get(&rec.table_id) else {
-                    continue;
-                };
-                let end = rec.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
-                let r = match inner.build_range(rec, t, &mut open_stores) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        let Some((file, offset, why)) = damage::damage(&e) else {
-                            return Err(e);
-                        };
-                        tracing::error!(table = rec.table_id, range = rec.id, error = %e, "range not served: a cell store is damaged or missing");
-                        for g in &rec.groups {
-                            inner.observe_revision(g.flushed_revision);
-                        }
-                        let d = Damaged {
-                            rec: rec.clone(),
-                            file,
-                            offset,
-                            why,
-                        };
-                        inner.damaged.write().insert((rec.table_id, end), d);
-                        continue;
-                    }
-                };
-                // Revisions must stay above every revision a group counts as flushed, or replay
-                // would skip new cells: the clock alone may have stepped back, and a major
-                // compaction may have dropped every cell that carried the highest revision.
-                for g in &r.groups {
-                    let st = g.state();
-                    inner.observe_revision(st.flushed_revision);
-                    for s in &st.stores {
-                        inner.observe_revision(s.trailer().max_revision);
-                    }
-                }
-                ranges.insert((rec.table_id, end), Arc::new(r));
-            }
-        }
+            store_lock,
+            state.next_range_id.max(1),
+        ));
+        let open_stores = replay::load_catalog(&inner, &state)?;
         // Replay.
         let engine = Engine { inner };
         engine.replay()?;
@@ -248,7 +178,7 @@ impl Engine {
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {
-        if self.inner.closed.load(Ordering::Acquire) {
+        if self.inner.is_closed() {
             return Err(Error::Closed);
         }
         Ok(())
@@ -264,8 +194,8 @@ impl Engine {
     pub fn tables(&self) -> Vec<TableSchema> {
         let mut v: Vec<TableSchema> = self
             .inner
-            .tables
-            .read()
+            .catalog()
+            .tables()
             .values()
             .map(|t| t.schema.clone())
             .collect();
@@ -279,14 +209,21 @@ impl Engine {
     }
 
     /// Runs a compaction of every range of a table (of the whole engine with `None`) and waits.
+    /// [`CompactionKind::Gc`] removes replaced cell stores ([`Engine::collect_garbage`]).
     pub fn compact(&self, table_id: Option<u32>, kind: CompactionKind) -> Result<()> {
         self.check_open()?;
+        if kind == CompactionKind::Gc {
+            if let Some(t) = table_id {
+                self.inner.table(t)?;
+            }
+            return maintenance::collect_garbage(&self.inner);
+        }
         let ranges: Vec<Arc<Range>> = match table_id {
             Some(t) => {
                 self.inner.table(t)?;
                 self.inner.table_ranges(t)
             }
-            None => self.inner.ranges.read().values().cloned().collect(),
+            None => self.inner.catalog().all_ranges(),
         };
         for r in ranges {
             if r.retired.load(Ordering::Acquire) {
@@ -303,12 +240,9 @@ impl Engine {
     /// Splits the range of `table_id` that holds `row` so that `row` starts the upper half.
     pub fn split(&self, table_id: u32, row: &[u8]) -> Result<()> {
         self.check_open()?;
-        let r = {
-            let ranges = self.inner.ranges.read();
-            Inner::find_range(&ranges, table_id, row).ok_or_else(|| {
-                Error::InvalidInput(format!("no range of table {table_id} holds that row"))
-            })?
-        };
+        let r = self.inner.catalog().find(table_id, row).ok_or_else(|| {
+            Error::InvalidInput(format!("no range of table {table_id} holds that row"))
+        })?;
         maintenance::split_range(&self.inner, &r, row)
     }
 
@@ -333,7 +267,7 @@ impl Engine {
     /// The ranges of every table, by table and end row (the master polls this to learn about
     /// splits the engine made on its own).
     pub fn all_ranges(&self) -> Vec<RangeInfo> {
-        let ranges: Vec<Arc<Range>> = self.inner.ranges.read().values().cloned().collect();
+        let ranges = self.inner.catalog().all_ranges();
         let mut out: Vec<RangeInfo> = ranges.iter().map(|r| range_info(r)).collect();
         out.extend(self.damaged_ranges(None));
         out
@@ -341,21 +275,21 @@ impl Engine {
 
     /// Waits until no maintenance task is queued or running.
     pub fn wait_for_maintenance(&self) {
-        self.inner.maint.wait_idle();
+        self.inner.maint().wait_idle();
     }
 
     /// Counters.
     /// Ranges split since the engine opened (cheap: one counter).
     pub fn split_count(&self) -> u64 {
-        self.inner.counters.splits.load(Ordering::Relaxed)
+        self.inner.counters().splits()
     }
 
     pub fn stats(&self) -> EngineStats {
         let inner = &self.inner;
-        let ranges = inner.ranges.read();
-        let c = &inner.counters;
+        let ranges = inner.catalog().ranges();
+        let c = inner.counters();
         EngineStats {
-            cache_bytes: inner.cache_bytes.load(Ordering::Acquire),
+            cache_bytes: inner.memory().bytes(),
             ranges: ranges.len(),
             stores: ranges
                 .values()
@@ -366,28 +300,28 @@ impl Engine {
                         .sum::<usize>()
                 })
                 .sum(),
-            minor_compactions: c.minor.load(Ordering::Relaxed),
-            merging_compactions: c.merging.load(Ordering::Relaxed),
-            major_compactions: c.major.load(Ordering::Relaxed),
-            splits: c.splits.load(Ordering::Relaxed),
-            replayed_cells: c.replayed.load(Ordering::Relaxed),
-            purged_fragments: c.purged.load(Ordering::Relaxed),
-            block_cache_hits: inner.block_cache.hits(),
-            block_cache_misses: inner.block_cache.misses(),
+            minor_compactions: c.compactions(CompactionKind::Minor),
+            merging_compactions: c.compactions(CompactionKind::Merging),
+            major_compactions: c.compactions(CompactionKind::Major),
+            splits: c.splits(),
+            replayed_cells: c.replayed(),
+            purged_fragments: c.purged(),
+            block_cache_hits: inner.files().block_cache().hits(),
+            block_cache_misses: inner.files().block_cache().misses(),
         }
     }
 
     /// Stops maintenance and closes the commit log. Data in cell caches stays in the commit log
     /// and is replayed at the next open (tables with durability `none` are flushed first).
     pub fn close(&self) -> Result<()> {
-        if self.inner.closed.swap(true, Ordering::AcqRel) {
+        if !self.inner.mark_closed() {
             return Ok(());
         }
         // Unlogged data lives only in memory: write it out.
         let unlogged: Vec<u32> = self
             .inner
-            .tables
-            .read()
+            .catalog()
+            .tables()
             .values()
             .filter(|t| t.schema.durability == Durability::None)
             .map(|t| t.schema.id)
@@ -400,11 +334,7 @@ impl Engine {
                 }
             }
         }
-        let res = self.inner.log.close();
-        let res = res.and_then(|()| self.inner.meta.lock().close());
-        // Nothing writes any more, whatever failed: another process may take the store.
-        self.inner.store_lock.lock().take();
-        res
+        self.inner.files().close()
     }
 }
 

@@ -24,7 +24,7 @@ impl Engine {
         self.check_open()?;
         let inner = &self.inner;
         let table = inner.table(table_id)?;
-        let now = inner.opts.clock.now_ns();
+        let now = inner.opts().clock.now_ns();
         let rules = if spec.columns.is_empty() && spec.max_versions == 0 {
             table.default_rules.clone()
         } else {
@@ -64,7 +64,7 @@ impl Engine {
         // One snapshot of the range map both for the coverage check and the scan, so a split
         // in between cannot make them disagree.
         let ranges = {
-            let map = inner.ranges.read();
+            let map = inner.catalog().ranges();
             // A scan must not silently return part of its rows: every row it may touch must lie
             // in a range held here, or the caller learns which row is elsewhere.
             for interval in scanned_rows(spec) {

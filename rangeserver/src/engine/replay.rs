@@ -2,26 +2,28 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use common::key::{CellFlag, KeyRef};
 use dfs_broker::{BlockingFs, join};
 
+use super::catalog::range_key;
+use super::damage::damage;
 use super::{Damaged, Engine, Inner, RangeMap, TableInfo};
 use crate::cellstore::CellStore;
 use crate::commitlog::entry::decode_log_entry;
 use crate::error::{Error, Result};
+use crate::meta::MetaState;
 
 impl Engine {
     /// Replays this engine's commit log into the caches of the ranges held.
     pub(super) fn replay(&self) -> Result<()> {
         let inner = &self.inner;
-        let ranges = inner.ranges.read();
-        let tables = inner.tables.read();
+        let ranges = inner.catalog().ranges();
+        let tables = inner.catalog().tables();
         let mut replayed = 0u64;
         let mut max_rev = i64::MIN;
-        let dir = join(&inner.root, "log");
-        let stats = inner.log.replay_existing(|entry| {
+        let dir = join(inner.files().root(), "log");
+        let stats = inner.files().log().replay_existing(|entry| {
             let (cells, grew) = replay_entry(
                 entry,
                 &dir,
@@ -36,7 +38,7 @@ impl Engine {
         if max_rev > i64::MIN {
             inner.observe_revision(max_rev);
         }
-        inner.counters.replayed.store(replayed, Ordering::Relaxed);
+        inner.counters().set_replayed(replayed);
 
         tracing::info!(
             cells = replayed,
@@ -52,15 +54,15 @@ impl Engine {
         &self,
         referenced: &HashMap<String, Arc<CellStore>>,
     ) -> Result<()> {
-        let fs = &self.inner.fs;
-        let tdir = self.inner.tables_dir();
+        let fs = self.inner.fs();
+        let tdir = self.inner.files().tables_dir();
         if !fs.exists(&tdir)? {
             return Ok(());
         }
-        let tables = self.inner.tables.read();
+        let tables = self.inner.catalog().tables();
         // Files handed to other engines with unloaded ranges stay until the table is dropped.
-        let exported = self.inner.meta.lock().state().exported.clone();
-        let damaged: Vec<Damaged> = self.inner.damaged.read().values().cloned().collect();
+        let exported = self.inner.files().meta_state(|s| s.exported.clone());
+        let damaged: Vec<Damaged> = self.inner.catalog().damaged();
         for t in fs.readdir(&tdir)? {
             let tpath = join(&tdir, &t.name);
             let known = t
@@ -162,4 +164,56 @@ pub(crate) fn replay_entry<'t>(
         }
     }
     Ok((inserted, grew))
+}
+
+/// Fills the catalog from the meta log's state at open: every table, and every range whose
+/// cell stores open (a range with a damaged or missing store is listed as damaged instead).
+/// Returns the stores opened, by path.
+pub(super) fn load_catalog(
+    inner: &Inner,
+    state: &MetaState,
+) -> Result<HashMap<String, Arc<CellStore>>> {
+    let mut open_stores = HashMap::new();
+    let mut tables = inner.catalog().tables_mut();
+    for s in state.tables.values() {
+        tables.insert(s.id, Arc::new(TableInfo::new(s.clone())));
+    }
+    for rec in state.ranges.values() {
+        let Some(t) = tables.get(&rec.table_id) else {
+            continue;
+        };
+        let key = range_key(rec.table_id, rec.end_row.as_deref());
+        let r = match inner.build_range(rec, t, &mut open_stores) {
+            Ok(r) => r,
+            Err(e) => {
+                let Some((file, offset, why)) = damage(&e) else {
+                    return Err(e);
+                };
+                tracing::error!(table = rec.table_id, range = rec.id, error = %e, "range not served: a cell store is damaged or missing");
+                for g in &rec.groups {
+                    inner.observe_revision(g.flushed_revision);
+                }
+                let d = Damaged {
+                    rec: rec.clone(),
+                    file,
+                    offset,
+                    why,
+                };
+                inner.catalog().insert_damaged(key, d);
+                continue;
+            }
+        };
+        // Revisions must stay above every revision a group counts as flushed, or replay
+        // would skip new cells: the clock alone may have stepped back, and a major
+        // compaction may have dropped every cell that carried the highest revision.
+        for g in &r.groups {
+            let st = g.state();
+            inner.observe_revision(st.flushed_revision);
+            for s in &st.stores {
+                inner.observe_revision(s.trailer().max_revision);
+            }
+        }
+        tables.insert_ranges([(key, Arc::new(r))]);
+    }
+    Ok(open_stores)
 }

@@ -32,20 +32,23 @@ impl Engine {
         validate_batch(
             &*inner.table(table_id)?,
             &mutations,
-            inner.opts.commit_log.max_block_bytes,
+            inner.opts().commit_log.max_block_bytes,
         )?;
         self.wait_for_memory();
-        let _gate = inner.gate.read();
+        let _gate = inner.catalog().shared();
         // The table may have been dropped or altered while we waited.
         let table = inner.table(table_id)?;
         let base = inner.alloc_revisions(mutations.len());
         let max_rev = base + mutations.len() as i64 - 1;
         let (entry, spans) = encode_entry(table_id, &mutations, base);
         // Route before logging, so nothing is logged that cannot be applied.
-        let ranges = inner.ranges.read();
+        let ranges = inner.catalog().ranges();
         let routed = route(inner, &ranges, table_id, &mutations)?;
         if table.schema.durability != Durability::None {
-            inner.log.append(&entry, max_rev, table.schema.durability)?;
+            inner
+                .files()
+                .log()
+                .append(&entry, max_rev, table.schema.durability)?;
         }
         let flush = insert_into_caches(inner, &table, &mutations, &routed, &entry, &spans);
         drop(ranges);
@@ -69,7 +72,7 @@ impl Engine {
         for (r, gi) in flush {
             maintenance::queue_flush(inner, &r, gi);
         }
-        if inner.cache_bytes.load(Ordering::Acquire) > inner.opts.cell_cache_limit_bytes / 2 {
+        if inner.memory().bytes() > inner.opts().cell_cache_limit_bytes / 2 {
             self.schedule_flushes_if_needed();
         }
     }
@@ -77,23 +80,20 @@ impl Engine {
     /// Blocks while all cell caches together exceed their limit (backpressure on writers).
     pub(super) fn wait_for_memory(&self) {
         let inner = &self.inner;
-        let limit = inner.opts.cell_cache_limit_bytes;
-        while inner.cache_bytes.load(Ordering::Acquire) > limit
-            && !inner.closed.load(Ordering::Acquire)
-        {
+        let limit = inner.opts().cell_cache_limit_bytes;
+        while inner.memory().bytes() > limit && !inner.is_closed() {
             self.schedule_flushes_if_needed();
-            let mut g = inner.memory_wait.lock();
-            inner.memory_cv.wait_for(&mut g, Duration::from_millis(50));
+            inner.memory().wait_for_release(Duration::from_millis(50));
         }
     }
 
     /// Queues minor compactions of the biggest caches while caches use more than half the limit.
     pub(super) fn schedule_flushes_if_needed(&self) {
         let inner = &self.inner;
-        if inner.cache_bytes.load(Ordering::Acquire) <= inner.opts.cell_cache_limit_bytes / 2 {
+        if inner.memory().bytes() <= inner.opts().cell_cache_limit_bytes / 2 {
             return;
         }
-        let ranges: Vec<Arc<Range>> = inner.ranges.read().values().cloned().collect();
+        let ranges: Vec<Arc<Range>> = inner.catalog().ranges().values().cloned().collect();
         let mut groups: Vec<(u64, Arc<Range>, usize)> = Vec::new();
         for r in &ranges {
             for (gi, g) in r.groups.iter().enumerate() {
@@ -107,9 +107,9 @@ impl Engine {
         // Enough of the biggest to bring the active caches under half the limit.
         let mut freed = 0;
         let need = inner
-            .cache_bytes
-            .load(Ordering::Acquire)
-            .saturating_sub(inner.opts.cell_cache_limit_bytes / 4);
+            .memory()
+            .bytes()
+            .saturating_sub(inner.opts().cell_cache_limit_bytes / 4);
         for (b, r, gi) in groups {
             if freed >= need {
                 break;
@@ -290,7 +290,7 @@ fn insert_into_caches(
         r.cells_written
             .fetch_add(idx.len() as u64, Ordering::Relaxed);
         inner.add_cache_bytes(grew);
-        if st.active.memory_bytes() > inner.opts.cell_cache_flush_bytes {
+        if st.active.memory_bytes() > inner.opts().cell_cache_flush_bytes {
             flush.push((r.clone(), gi));
         }
     }
