@@ -18,7 +18,7 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::cellcache::CellCache;
 use crate::cellstore::{CellStore, CellStoreOptions, CellStoreWriter};
-use crate::engine::{CompactionKind, Engine, Inner, RangeEnd, family_rules};
+use crate::engine::{CompactionKind, Engine, Inner, family_rules, range_key};
 use crate::error::{Error, Result};
 use crate::iter::CellIter;
 use crate::merge::{BoundedIter, MergeIter};
@@ -92,7 +92,7 @@ impl Queue {
 
 /// Starts the maintenance threads.
 pub fn start(engine: &Engine) {
-    let n = engine.inner.opts.maintenance_threads.max(1);
+    let n = engine.inner.opts().maintenance_threads.max(1);
     let mut handles = Vec::with_capacity(n);
     for i in 0..n {
         let inner = engine.inner.clone();
@@ -102,17 +102,17 @@ pub fn start(engine: &Engine) {
             .expect("spawn maintenance thread");
         handles.push(h);
     }
-    engine.inner.maint.state.lock().threads = handles;
+    engine.inner.maint().state.lock().threads = handles;
 }
 
 /// Stops the maintenance threads after their current task; queued tasks are dropped.
 pub fn stop(inner: &Inner) {
     let threads = {
-        let mut st = inner.maint.state.lock();
+        let mut st = inner.maint().state.lock();
         st.stopped = true;
         st.tasks.clear();
-        inner.maint.work.notify_all();
-        inner.maint.idle.notify_all();
+        inner.maint().work.notify_all();
+        inner.maint().idle.notify_all();
         std::mem::take(&mut st.threads)
     };
     for t in threads {
@@ -121,7 +121,7 @@ pub fn stop(inner: &Inner) {
 }
 
 fn worker(inner: Arc<Inner>) {
-    let q = &inner.maint;
+    let q = inner.maint();
     loop {
         let task = {
             let mut st = q.state.lock();
@@ -194,7 +194,7 @@ pub fn queue_flush(inner: &Inner, range: &Arc<Range>, group: usize) {
     if g.flush_queued.swap(true, Ordering::AcqRel) {
         return;
     }
-    if !inner.maint.push(Task::Flush {
+    if !inner.maint().push(Task::Flush {
         range: range.clone(),
         group,
     }) {
@@ -207,13 +207,13 @@ pub fn queue_flush(inner: &Inner, range: &Arc<Range>, group: usize) {
 pub fn purge_point(inner: &Inner) -> i64 {
     let mut oldest_unflushed = i64::MAX;
     // A damaged range's unflushed cells live only in the log.
-    for d in inner.damaged.read().values() {
+    for d in inner.catalog().damaged() {
         for g in &d.rec.groups {
             oldest_unflushed = oldest_unflushed.min(g.flushed_revision.saturating_add(1));
         }
     }
-    let unloading = inner.unloading.lock().clone();
-    for r in inner.ranges.read().values().chain(unloading.iter()) {
+    let unloading = inner.catalog().unloading();
+    for r in inner.catalog().ranges().values().chain(unloading.iter()) {
         for g in &r.groups {
             let st = g.state();
             for c in std::iter::once(&st.active).chain(st.frozen.iter()) {
@@ -236,11 +236,11 @@ pub fn purge_point(inner: &Inner) -> i64 {
 /// get higher revisions than the point, so their fragments are kept.
 pub fn purge_log(inner: &Inner) -> Result<()> {
     let point = {
-        let _gate = inner.gate.write();
+        let _gate = inner.catalog().exclusive();
         purge_point(inner)
     };
-    let n = inner.log.purge(point)?;
-    inner.counters.purged.fetch_add(n as u64, Ordering::Relaxed);
+    let n = inner.files().log().purge(point)?;
+    inner.counters().add_purged(n as u64);
     Ok(())
 }
 
@@ -265,14 +265,14 @@ pub(crate) fn queue_follow_ups(inner: &Inner, range: &Arc<Range>, gi: usize) {
     if range.retired.load(Ordering::Acquire) {
         return;
     }
-    if range.groups[gi].state().stores.len() > inner.opts.max_stores_per_group {
-        inner.maint.push(Task::Merge {
+    if range.groups[gi].state().stores.len() > inner.opts().max_stores_per_group {
+        inner.maint().push(Task::Merge {
             range: range.clone(),
             group: gi,
         });
     }
-    if inner.opts.split_size_bytes > 0 && range.size_bytes() > inner.opts.split_size_bytes {
-        inner.maint.push(Task::Split {
+    if inner.opts().split_size_bytes > 0 && range.size_bytes() > inner.opts().split_size_bytes {
+        inner.maint().push(Task::Split {
             range: range.clone(),
         });
     }
@@ -281,7 +281,7 @@ pub(crate) fn queue_follow_ups(inner: &Inner, range: &Arc<Range>, gi: usize) {
 /// Moves the active cache to `frozen` (unless a frozen one is left from a failed attempt).
 /// Returns false if there is nothing to write.
 fn freeze(inner: &Inner, g: &AccessGroup) -> bool {
-    let _gate = inner.gate.write();
+    let _gate = inner.catalog().exclusive();
     let st = g.state();
     if st.frozen.is_some() {
         return true;
@@ -336,12 +336,12 @@ pub(crate) fn write_store_with(
     // reaching the disk, and so may be referenced: never overwrite, take the next free number.
     // Unreferenced leftovers are removed at open.
     let mut number = next_store;
-    while inner.fs.exists(&format!("{dir}/cs{number}"))? {
+    while inner.fs().exists(&format!("{dir}/cs{number}"))? {
         number += 1;
     }
     let path = format!("{dir}/cs{number}");
     let written = (|| -> Result<u64> {
-        let mut w = CellStoreWriter::create(&inner.fs, &path, opts)?;
+        let mut w = CellStoreWriter::create(inner.fs(), &path, opts)?;
         src.seek(b"")?;
         while src.valid() {
             w.add(src.key(), src.value())?;
@@ -355,12 +355,12 @@ pub(crate) fn write_store_with(
         Ok(c) => c,
         Err(e) => {
             // This file is ours and nothing references it: do not leave it behind.
-            let _ = inner.fs.remove(&path);
+            let _ = inner.fs().remove(&path);
             return Err(e);
         }
     };
     if cells == 0 {
-        inner.fs.remove(&path)?;
+        inner.fs().remove(&path)?;
         return Ok((None, number + 1));
     }
     Ok((Some(inner.open_store(&path)?), number + 1))
@@ -384,7 +384,7 @@ fn commit_group(
         flushed_revision: new_group.flushed_revision,
         next_store: new_group.next_store,
     };
-    inner.meta.lock().write(vec![MetaOp::PutRange(rec)])?;
+    inner.files().write_meta(vec![MetaOp::PutRange(rec)])?;
     // The active cache may have taken writes meanwhile: keep the current one.
     Ok(range.groups[gi].update(|cur| GroupState {
         active: cur.active.clone(),
@@ -398,14 +398,7 @@ pub fn retire(inner: &Inner, stores: &[Arc<CellStore>]) {
 }
 
 fn retire_stores(inner: &Inner, old: &[Arc<CellStore>], new: &[Arc<CellStore>]) {
-    let mut pending = inner.gc_pending.lock();
-    for s in old {
-        if !new.iter().any(|n| n.path() == s.path())
-            && !pending.iter().any(|p| p.path() == s.path())
-        {
-            pending.push(s.clone());
-        }
-    }
+    inner.garbage().retire(old, new);
 }
 
 pub(crate) fn compact_locked(
@@ -441,10 +434,11 @@ pub(crate) fn compact_locked(
                 },
             )?;
             inner.sub_cache_bytes(frozen.memory_bytes());
-            inner.counters.minor.fetch_add(1, Ordering::Relaxed);
+            inner.counters().count_compaction(CompactionKind::Minor);
             purge_log(inner)?;
         }
         CompactionKind::Merging => merge_stores(inner, range, gi, 2)?,
+        CompactionKind::Gc => collect_garbage(inner)?,
         CompactionKind::Major => {
             let had_cache = freeze(inner, g);
             let st = g.state();
@@ -457,7 +451,7 @@ pub(crate) fn compact_locked(
                 families: Arc::new(rules),
                 time_start: i64::MIN,
                 time_end: i64::MAX,
-                now_ns: inner.opts.clock.now_ns(),
+                now_ns: inner.opts().clock.now_ns(),
                 return_deletes: false,
                 mode: Mode::MajorCompaction,
             };
@@ -488,7 +482,7 @@ pub(crate) fn compact_locked(
             )?;
             retire_stores(inner, &st.stores, &stores);
             inner.sub_cache_bytes(frozen_bytes);
-            inner.counters.major.fetch_add(1, Ordering::Relaxed);
+            inner.counters().count_compaction(CompactionKind::Major);
             purge_log(inner)?;
         }
     }
@@ -523,7 +517,7 @@ fn merge_stores(inner: &Inner, range: &Range, gi: usize, min_stores: usize) -> R
         },
     )?;
     retire_stores(inner, &st.stores, &stores);
-    inner.counters.merging.fetch_add(1, Ordering::Relaxed);
+    inner.counters().count_compaction(CompactionKind::Merging);
     Ok(())
 }
 
@@ -567,8 +561,8 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
     for gi in 0..range.groups.len() {
         compact_locked(inner, range, gi, CompactionKind::Minor)?;
     }
-    let gate = inner.gate.write();
-    let lo_id = inner.next_range_id.fetch_add(2, Ordering::AcqRel);
+    let gate = inner.catalog().exclusive();
+    let lo_id = inner.catalog().take_range_ids(2);
     let hi_id = lo_id + 1;
     let split_key = common::key::row_start(row);
     let mut halves = Vec::new();
@@ -619,7 +613,7 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
     for g in &range.groups {
         removed_bytes += g.state().cache_bytes();
     }
-    inner.meta.lock().write(vec![
+    inner.files().write_meta(vec![
         MetaOp::PutRange(halves[0].record()),
         MetaOp::PutRange(halves[1].record()),
         MetaOp::RemoveRange(range.id),
@@ -627,67 +621,54 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
     ])?;
     let hi = Arc::new(halves.pop().expect("two halves"));
     let lo = Arc::new(halves.pop().expect("two halves"));
-    {
-        let mut ranges = inner.ranges.write();
-        let old_end = range.end_row.clone().map_or(RangeEnd::Max, RangeEnd::Row);
-        ranges.remove(&(range.table_id, old_end.clone()));
-        ranges.insert((range.table_id, RangeEnd::Row(row.to_vec())), lo.clone());
-        ranges.insert((range.table_id, old_end), hi.clone());
-    }
+    let old_key = range_key(range.table_id, range.end_row.as_deref());
+    gate.replace_ranges(
+        std::slice::from_ref(&old_key),
+        vec![
+            (range_key(range.table_id, Some(row)), lo.clone()),
+            (old_key.clone(), hi.clone()),
+        ],
+    );
     range.retired.store(true, Ordering::Release);
     inner.add_cache_bytes(added_bytes);
     inner.sub_cache_bytes(removed_bytes);
     drop(gate);
-    inner.counters.splits.fetch_add(1, Ordering::Relaxed);
+    inner.counters().count_split();
     tracing::info!(range = range.id, lo = lo.id, hi = hi.id, "range split");
     // Rewrite both halves so they stop sharing the parent's files (dropping nothing: a split
     // changes nothing visible).
-    inner.maint.push(Task::Rewrite { range: lo });
-    inner.maint.push(Task::Rewrite { range: hi });
+    inner.maint().push(Task::Rewrite { range: lo });
+    inner.maint().push(Task::Rewrite { range: hi });
     Ok(())
 }
 
 /// Deletes replaced cell stores that no range references and no scanner holds.
 pub fn collect_garbage(inner: &Inner) -> Result<()> {
-    let unloading = inner.unloading.lock().clone();
-    let referenced: std::collections::HashSet<String> = inner
-        .ranges
-        .read()
-        .values()
-        .chain(unloading.iter())
-        .flat_map(|r| {
-            r.groups.iter().flat_map(|g| {
-                g.state()
-                    .stores
-                    .iter()
-                    .map(|s| s.path().to_string())
-                    .collect::<Vec<_>>()
-            })
-        })
-        .collect();
-    let mut pending = inner.gc_pending.lock();
-    let mut keep = Vec::new();
-    for s in pending.drain(..) {
-        if referenced.contains(s.path()) {
-            continue;
+    let referenced = inner.referenced_stores();
+    inner.garbage().with_pending(|pending| {
+        let mut keep = Vec::new();
+        for s in pending.drain(..) {
+            if referenced.contains(s.path()) {
+                continue;
+            }
+            // Another server's file (adopted, or shared after a split), or one handed to another
+            // engine with an unloaded range: never deleted here.
+            if !inner.may_delete(s.path()) {
+                continue;
+            }
+            if Arc::strong_count(&s) > 1 {
+                keep.push(s);
+                continue;
+            }
+            let path = s.path().to_string();
+            drop(s);
+            match inner.fs().remove(&path) {
+                Ok(()) => tracing::debug!(file = path, "removed cell store"),
+                Err(e) if e.is_not_found() => {}
+                Err(e) => tracing::warn!(file = path, error = %e, "could not remove cell store"),
+            }
         }
-        // Another server's file (adopted, or shared after a split), or one handed to another
-        // engine with an unloaded range: never deleted here.
-        if !inner.may_delete(s.path()) {
-            continue;
-        }
-        if Arc::strong_count(&s) > 1 {
-            keep.push(s);
-            continue;
-        }
-        let path = s.path().to_string();
-        drop(s);
-        match inner.fs.remove(&path) {
-            Ok(()) => tracing::debug!(file = path, "removed cell store"),
-            Err(e) if e.is_not_found() => {}
-            Err(e) => tracing::warn!(file = path, error = %e, "could not remove cell store"),
-        }
-    }
-    *pending = keep;
+        *pending = keep;
+    });
     Ok(())
 }

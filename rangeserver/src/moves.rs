@@ -14,15 +14,14 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use common::TableSchema;
-use common::key::{CellFlag, KeyRef};
 use dfs_broker::join;
 
 use crate::cellcache::CellCache;
 use crate::cellstore::{CellStore, CellStoreOptions};
 use crate::commitlog::CommitLog;
-use crate::engine::{
-    CompactionKind, Engine, Inner, RangeEnd, RangeMap, TableInfo, decode_log_entry,
-};
+use common::row_range;
+
+use crate::engine::{CompactionKind, Engine, Inner, RangeMap, TableInfo, range_key, replay_entry};
 use crate::error::{Error, Result};
 use crate::maintenance;
 use crate::meta::{MetaOp, RangeRecord};
@@ -31,10 +30,6 @@ use crate::range::{GroupState, Range};
 /// Passes of "write the caches out" an unload makes before giving up; after the range left the
 /// range map nothing new arrives, so a second pass only meets what a failed first one left.
 const UNLOAD_FLUSH_PASSES: usize = 4;
-
-fn end_key(end_row: Option<&[u8]>) -> RangeEnd {
-    end_row.map_or(RangeEnd::Max, |e| RangeEnd::Row(e.to_vec()))
-}
 
 fn show_row(row: Option<&[u8]>) -> String {
     row.map_or("unbounded".into(), |r| {
@@ -83,11 +78,8 @@ fn table_for(engine: &Engine, schema: &TableSchema) -> Result<(Arc<TableInfo>, b
         return Ok((t, false));
     }
     if inner
-        .meta
-        .lock()
-        .state()
-        .dropped_tables
-        .contains(&schema.id)
+        .files()
+        .meta_state(|s| s.dropped_tables.contains(&schema.id))
     {
         return Err(Error::InvalidInput(format!(
             "table id {} was dropped here; table ids are never reused",
@@ -110,7 +102,7 @@ fn adopt_record(inner: &Inner, table: &TableInfo, rec: &RangeRecord) -> Result<R
         }
     }
     let mut local = rec.clone();
-    local.id = inner.next_range_id.fetch_add(1, Ordering::AcqRel);
+    local.id = inner.catalog().take_range_ids(1);
     for g in &mut local.groups {
         g.next_store = 0;
     }
@@ -138,20 +130,20 @@ impl Engine {
         self.check_open()?;
         let inner = &self.inner;
         inner.table(table_id)?;
-        let key = (table_id, end_key(end_row));
+        let key = range_key(table_id, end_row);
         loop {
-            let found = inner.ranges.read().get(&key).cloned();
+            let found = inner.catalog().range_at(&key);
             let Some(range) = found else {
                 // A repeated unload (its first answer lost) gets the same record again.
-                let meta = inner.meta.lock();
-                let done = meta
-                    .state()
-                    .unloaded
-                    .get(&(table_id, end_row.map(<[u8]>::to_vec)));
+                let done = inner.files().meta_state(|s| {
+                    s.unloaded
+                        .get(&(table_id, end_row.map(<[u8]>::to_vec)))
+                        .cloned()
+                });
                 return match done {
                     Some(rec) => {
                         tracing::info!(table = table_id, end = %show_row(end_row), "unload repeated: the range's record again");
-                        Ok(rec.clone())
+                        Ok(rec)
                     }
                     None => Err(Error::NoSuchRange {
                         table_id,
@@ -170,15 +162,11 @@ impl Engine {
             for gi in 0..range.groups.len() {
                 maintenance::compact_locked(inner, &range, gi, CompactionKind::Minor)?;
             }
-            {
-                let _gate = inner.gate.write();
-                inner.unloading.lock().push(range.clone());
-                inner.ranges.write().remove(&key);
-            }
+            inner.catalog().exclusive().start_unload(&key, &range);
             return match finish_unload(inner, &range) {
                 Ok(rec) => {
                     range.retired.store(true, Ordering::Release);
-                    inner.unloading.lock().retain(|r| !Arc::ptr_eq(r, &range));
+                    inner.catalog().end_unload(&range);
                     tracing::info!(
                         table = table_id,
                         range = range.id,
@@ -190,16 +178,17 @@ impl Engine {
                 Err(e) => {
                     // Hold it again: its data is in its caches and stores as before. Unless its
                     // table was dropped meanwhile: then it goes with the table.
-                    let _gate = inner.gate.write();
-                    if inner.tables.read().contains_key(&table_id) {
-                        inner.ranges.write().insert(key, range.clone());
+                    let gate = inner.catalog().exclusive();
+                    if inner.catalog().has_table(table_id) {
+                        gate.insert_range(key, range.clone());
                     } else {
                         range.retired.store(true, Ordering::Release);
                         for g in &range.groups {
                             inner.sub_cache_bytes(g.state().cache_bytes());
                         }
                     }
-                    inner.unloading.lock().retain(|r| !Arc::ptr_eq(r, &range));
+                    inner.catalog().end_unload(&range);
+                    drop(gate);
                     Err(e)
                 }
             };
@@ -256,8 +245,8 @@ impl Engine {
         let mut answers: Vec<Arc<Range>> = Vec::with_capacity(items.len());
         for (schema, rec) in items {
             check_record(schema, rec)?;
-            let key = (rec.table_id, end_key(rec.end_row.as_deref()));
-            if let Some(held) = inner.ranges.read().get(&key).cloned()
+            let key = range_key(rec.table_id, rec.end_row.as_deref());
+            if let Some(held) = inner.catalog().ranges().get(&key).cloned()
                 && held.start_row == rec.start_row
             {
                 answers.push(held);
@@ -284,7 +273,13 @@ impl Engine {
             };
             let range = Arc::new(adopt_record(inner, &table, rec)?);
             if phantoms.values().any(|p| {
-                p.table_id == range.table_id && overlap(p, &range.start_row, &range.end_row)
+                p.table_id == range.table_id
+                    && row_range::overlaps(
+                        &p.start_row,
+                        &p.end_row,
+                        &range.start_row,
+                        &range.end_row,
+                    )
             }) {
                 return Err(Error::InvalidInput(format!(
                     "recovery items of table {} overlap (one ends at {})",
@@ -386,20 +381,8 @@ fn finish_unload(inner: &Inner, range: &Arc<Range>) -> Result<RangeRecord> {
     ops.push(MetaOp::Unloaded(rec.clone()));
     // A table dropped meanwhile has no files left to hand over.
     inner.table(range.table_id)?;
-    inner.meta.lock().write(ops)?;
+    inner.files().write_meta(ops)?;
     Ok(rec)
-}
-
-fn overlap(r: &Range, start_row: &Option<Vec<u8>>, end_row: &Option<Vec<u8>>) -> bool {
-    let starts_before_end = match (start_row, &r.end_row) {
-        (Some(s), Some(e)) => s < e,
-        _ => true,
-    };
-    let ends_after_start = match (end_row, &r.start_row) {
-        (Some(e), Some(s)) => e > s,
-        _ => true,
-    };
-    starts_before_end && ends_after_start
 }
 
 /// Makes `ranges` visible: under the apply gate, one meta-log record with the new tables and
@@ -413,20 +396,23 @@ fn install(
     ranges: &[Arc<Range>],
     reuse_held: bool,
 ) -> Result<Vec<u64>> {
-    let gate = inner.gate.write();
-    let mut tables = inner.tables.write();
+    let gate = inner.catalog().exclusive();
+    let mut tables = gate.tables_mut();
     let mut ids = Vec::with_capacity(ranges.len());
     let mut fresh = Vec::new();
     for r in ranges {
-        let key = (r.table_id, end_key(r.end_row.as_deref()));
+        let key = range_key(r.table_id, r.end_row.as_deref());
         if reuse_held
-            && let Some(held) = inner.ranges.read().get(&key)
+            && let Some(held) = inner.catalog().ranges().get(&key)
             && held.start_row == r.start_row
         {
             ids.push(held.id);
             continue;
         }
-        if let Some(o) = inner.overlapping(r.table_id, &r.start_row, &r.end_row) {
+        if let Some(o) = inner
+            .catalog()
+            .overlapping(r.table_id, &r.start_row, &r.end_row)
+        {
             return Err(Error::InvalidInput(format!(
                 "range [{}, {}) of table {} overlaps range {} [{}, {}) held here",
                 show_row(r.start_row.as_deref()),
@@ -453,19 +439,16 @@ fn install(
         .map(|t| MetaOp::PutTable(t.schema.clone()))
         .collect();
     ops.extend(fresh.iter().map(|r| MetaOp::PutRange(r.record())));
-    ops.push(MetaOp::NextRangeId(
-        inner.next_range_id.load(Ordering::Acquire),
-    ));
-    inner.meta.lock().write(ops)?;
+    ops.push(MetaOp::NextRangeId(inner.catalog().next_range_id()));
+    inner.files().write_meta(ops)?;
     for t in registered {
         tables.insert(t.schema.id, t.clone());
     }
-    {
-        let mut map = inner.ranges.write();
-        for r in &fresh {
-            map.insert((r.table_id, end_key(r.end_row.as_deref())), r.clone());
-        }
-    }
+    tables.insert_ranges(
+        fresh
+            .iter()
+            .map(|r| (range_key(r.table_id, r.end_row.as_deref()), r.clone())),
+    );
     drop(tables);
     drop(gate);
     // Recovery may have left many small stores, and a range may arrive bigger than the split
@@ -489,47 +472,23 @@ fn replay_into(
     phantoms: &RangeMap,
 ) -> Result<u64> {
     let dir = join(dead_root, "log");
-    let limit = inner.opts.cell_cache_flush_bytes.max(1);
+    let limit = inner.opts().cell_cache_flush_bytes.max(1);
     let mut held_bytes = 0u64;
     let mut cells = 0u64;
     let mut max_rev = i64::MIN;
     let started = Instant::now();
     // The dead server's record of its fragments makes a missing or damaged one an error.
-    let track = crate::meta::read_state(&inner.fs, &join(dead_root, "meta"))?.log;
-    let stats = CommitLog::replay_dir(&inner.fs, &dir, track.as_ref(), |entry| {
-        let (table, log_cells) = decode_log_entry(entry).ok_or_else(|| Error::Corrupt {
-            file: dir.clone(),
-            offset: 0,
-            msg: "commit log entry does not parse".into(),
-        })?;
-        let Some((t, _)) = tables.get(&table) else {
-            return Ok(());
-        };
-        for (k, v) in log_cells {
-            let kr = KeyRef::new(k)?;
-            let rev = kr.revision();
-            max_rev = max_rev.max(rev);
-            let row = kr.row();
-            let Some(range) = Inner::find_range(phantoms, table, &row) else {
-                continue;
-            };
-            let targets: Vec<usize> = if kr.flag() == CellFlag::DeleteRow {
-                (0..range.groups.len()).collect()
-            } else {
-                t.group_of[kr.family() as usize]
-                    .map(|g| g as usize)
-                    .into_iter()
-                    .collect()
-            };
-            for gi in targets {
-                let st = range.groups[gi].state();
-                if rev <= st.flushed_revision {
-                    continue;
-                }
-                held_bytes += st.active.insert_batch([(k, v, rev)]);
-                cells += 1;
-            }
-        }
+    let track = crate::meta::read_state(inner.fs(), &join(dead_root, "meta"))?.log;
+    let stats = CommitLog::replay_dir(inner.fs(), &dir, track.as_ref(), |entry| {
+        let (n, grew) = replay_entry(
+            entry,
+            &dir,
+            |t| tables.get(&t).map(|(t, _)| &**t),
+            phantoms,
+            &mut max_rev,
+        )?;
+        held_bytes += grew;
+        cells += n;
         if held_bytes > limit {
             held_bytes = flush_phantoms(inner, tables, phantoms, limit / 2)?;
         }
@@ -626,7 +585,7 @@ fn remove_own_stores<'a>(inner: &Inner, ranges: impl Iterator<Item = &'a Arc<Ran
             let dir = format!("{}/", inner.store_dir(r.table_id, &g.name, r.id));
             for s in &g.state().stores {
                 if s.path().starts_with(&dir)
-                    && let Err(e) = inner.fs.remove(s.path())
+                    && let Err(e) = inner.fs().remove(s.path())
                 {
                     tracing::warn!(file = s.path(), error = %e, "could not remove an unused recovered store");
                 }

@@ -108,8 +108,7 @@ pub struct Range {
 impl Range {
     /// True if `row` lies in this range.
     pub fn contains(&self, row: &[u8]) -> bool {
-        self.start_row.as_deref().is_none_or(|s| row >= s)
-            && self.end_row.as_deref().is_none_or(|e| row < e)
+        common::row_range::contains(&self.start_row, &self.end_row, row)
     }
 
     /// The encoded-key bounds of this range: `[row_start(start), row_start(end))`.

@@ -124,6 +124,43 @@ fn files_under(dir: &std::path::Path, prefix: &str) -> usize {
 }
 
 #[test]
+fn compact_gc_removes_stores_a_scanner_kept() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    e.create_table(schema()).unwrap();
+    for round in 0..3 {
+        let muts: Vec<Mutation> = (0..100)
+            .map(|i| Mutation::insert(format!("r{i:04}"), 1, "", format!("v{round}")))
+            .collect();
+        e.apply(1, &muts).unwrap();
+        e.compact(Some(1), CompactionKind::Minor).unwrap();
+    }
+    assert_eq!(files_under(dir.path(), "cs"), 3);
+    // An open scanner holds the old stores: the major compaction cannot delete them.
+    let scanner = e.scan(1, &ScanSpec::default()).unwrap();
+    e.compact(Some(1), CompactionKind::Major).unwrap();
+    assert_eq!(
+        files_under(dir.path(), "cs"),
+        4,
+        "old stores kept for the scanner"
+    );
+    drop(scanner);
+    assert!(matches!(
+        e.compact(Some(99), CompactionKind::Gc),
+        Err(rangeserver::Error::NoSuchTable(_))
+    ));
+    e.compact(None, CompactionKind::Gc).unwrap();
+    assert_eq!(
+        files_under(dir.path(), "cs"),
+        1,
+        "Gc deletes what the scanner no longer holds"
+    );
+    assert_eq!(rows(&e).len(), 300);
+}
+
+#[test]
 fn replaced_files_are_collected_and_dropped_tables_removed() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -1,6 +1,8 @@
 //! Block framing shared by data, index and bloom blocks (a checksummed fixed header, then the
 //! payload), varints, and the decoded form of a data block.
 
+use common::codec;
+
 use crate::error::{Error, Result};
 
 /// Length of the fixed block header.
@@ -13,51 +15,17 @@ pub(crate) const COMPRESSION_LZ4: u8 = 1;
 /// Every this many entries a data block stores a full key (a restart point).
 pub(crate) const RESTART_INTERVAL: u32 = 16;
 
-/// Appends `v` as an unsigned LEB128 varint.
-#[inline]
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+pub(crate) use common::codec::{get_varint32, put_varint};
 
-/// Decodes a varint of at most 32 bits at `*pos`, advancing it; `None` if truncated or too long.
-#[inline]
-pub(crate) fn get_varint32(buf: &[u8], pos: &mut usize) -> Option<u32> {
-    let b = *buf.get(*pos)?;
-    if b < 0x80 {
-        *pos += 1;
-        return Some(u32::from(b));
-    }
-    let mut v: u32 = u32::from(b & 0x7F);
-    let mut shift = 7;
-    let mut p = *pos + 1;
-    loop {
-        let b = *buf.get(p)?;
-        p += 1;
-        if shift == 28 && b > 0x0F {
-            return None;
-        }
-        v |= u32::from(b & 0x7F) << shift;
-        if b < 0x80 {
-            *pos = p;
-            return Some(v);
-        }
-        shift += 7;
-        if shift > 28 {
-            return None;
-        }
-    }
-}
-
+/// The little-endian `u32` at `buf[at..]`. Callers read fixed offsets of a block or trailer
+/// whose length they checked first, so the bytes are always there.
 pub(crate) fn read_u32(buf: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes(buf[at..at + 4].try_into().expect("4-byte slice"))
+    codec::le_u32(buf, at).expect("a length-checked buffer")
 }
 
+/// The little-endian `u64` at `buf[at..]`; as for [`read_u32`], the caller checked the length.
 pub(crate) fn read_u64(buf: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(buf[at..at + 8].try_into().expect("8-byte slice"))
+    codec::le_u64(buf, at).expect("a length-checked buffer")
 }
 
 pub(crate) fn corrupt(file: &str, offset: u64, msg: impl Into<String>) -> Error {

@@ -2,6 +2,8 @@
 //!
 //! Byte layout is documented in `docs/formats/commitlog.md`; this file is its implementation.
 
+use common::codec;
+
 /// Magic bytes that start every block header.
 pub const BLOCK_MAGIC: [u8; 4] = *b"HTLB";
 /// The block format version this code writes and reads.
@@ -75,7 +77,7 @@ impl BlockHeader {
             stored_len: le_u32(&buf[8..12]),
             uncompressed_len: le_u32(&buf[12..16]),
             entries: le_u32(&buf[16..20]),
-            max_revision: i64::from_le_bytes(buf[24..32].try_into().expect("8-byte slice")),
+            max_revision: codec::le_u64(buf, 24).expect("a checked header") as i64,
             payload_crc: le_u32(&buf[32..36]),
         };
         if h.flags & !KNOWN_FLAGS != 0 {
@@ -102,38 +104,15 @@ impl BlockHeader {
     }
 }
 
+/// The little-endian `u32` at the start of `b`. Callers pass fixed sub-slices of a buffer
+/// whose length they checked (a header of `BLOCK_HEADER_BYTES`, a fragment header), so the
+/// bytes are always there.
 pub(crate) fn le_u32(b: &[u8]) -> u32 {
-    u32::from_le_bytes(b[..4].try_into().expect("4-byte slice"))
+    codec::le_u32(b, 0).expect("a checked 4-byte slice")
 }
 
-/// Appends `v` as an LEB128 varint.
-pub fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// Encoded size of `v` as an LEB128 varint.
-pub fn varint_len(v: u64) -> usize {
-    let bits = 64 - (v | 1).leading_zeros() as usize;
-    bits.div_ceil(7)
-}
-
-/// Reads an LEB128 varint at `*pos`, advancing it; None if truncated or longer than 10 bytes.
-pub fn get_varint(buf: &[u8], pos: &mut usize) -> Option<u64> {
-    let mut v: u64 = 0;
-    for i in 0..10 {
-        let b = *buf.get(*pos)?;
-        *pos += 1;
-        v |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return Some(v);
-        }
-    }
-    None
-}
+// The wire code still imports the varints from here.
+pub use common::codec::{get_varint, put_varint, varint_len};
 
 /// Appends one framed entry (varint length, then the bytes) to a payload.
 pub fn put_entry(out: &mut Vec<u8>, entry: &[u8]) {

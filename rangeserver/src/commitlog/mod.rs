@@ -7,6 +7,7 @@
 //! and missing fragments anywhere else ([`plan`]).
 
 pub(crate) mod block;
+pub mod entry;
 mod fragment;
 mod plan;
 mod writer;

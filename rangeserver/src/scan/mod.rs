@@ -7,8 +7,6 @@ pub mod spec {
 }
 pub mod visible;
 
-use std::ops::Bound;
-
 use common::key::{self, KeyRef};
 
 use crate::error::{Error, Result};
@@ -25,32 +23,16 @@ enum Interval<'a> {
 impl Interval<'_> {
     fn start_key(&self) -> Vec<u8> {
         match self {
-            Self::Rows(r) => match &r.start {
-                Bound::Included(s) => key::row_start(s),
-                Bound::Excluded(s) => key::row_end(s),
-                Bound::Unbounded => Vec::new(),
-            },
-            Self::Cells(c) => match &c.start {
-                Bound::Included(p) => key::cell_start(&p.row, p.family, &p.qualifier),
-                Bound::Excluded(p) => key::cell_end(&p.row, p.family, &p.qualifier),
-                Bound::Unbounded => Vec::new(),
-            },
+            Self::Rows(r) => r.start_key(),
+            Self::Cells(c) => c.start_key(),
         }
     }
 
     /// The encoded key at or after which a cell lies beyond the end of the interval.
     fn end_key(&self) -> Option<Vec<u8>> {
         match self {
-            Self::Rows(r) => match &r.end {
-                Bound::Included(e) => Some(key::row_end(e)),
-                Bound::Excluded(e) => Some(key::row_start(e)),
-                Bound::Unbounded => None,
-            },
-            Self::Cells(c) => match &c.end {
-                Bound::Included(p) => Some(key::cell_end(&p.row, p.family, &p.qualifier)),
-                Bound::Excluded(p) => Some(key::cell_start(&p.row, p.family, &p.qualifier)),
-                Bound::Unbounded => None,
-            },
+            Self::Rows(r) => r.end_key(),
+            Self::Cells(c) => c.end_key(),
         }
     }
 }

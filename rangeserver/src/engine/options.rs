@@ -1,0 +1,78 @@
+//! Engine settings (`EngineOptions`: every limit) and the wall clock it reads.
+
+use std::sync::Arc;
+
+use crate::commitlog::CommitLogOptions;
+
+/// A source of wall-clock time, injectable for tests of TTL and timestamps.
+pub trait Clock: Send + Sync {
+    /// Nanoseconds since the Unix epoch.
+    fn now_ns(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ns(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as i64)
+            .unwrap_or(0)
+    }
+}
+
+/// Engine settings; every queue, cache and buffer limit is here.
+#[derive(Clone)]
+pub struct EngineOptions {
+    /// Bound on all cell caches together; writers wait while it is exceeded.
+    pub cell_cache_limit_bytes: u64,
+    /// One access group's active cache is written out past this size.
+    pub cell_cache_flush_bytes: u64,
+    /// Shared block cache size.
+    pub block_cache_bytes: u64,
+    pub commit_log: CommitLogOptions,
+    /// A range is split once it holds more than this; 0 disables automatic splits.
+    pub split_size_bytes: u64,
+    /// A merging compaction runs when a group has more cell stores than this.
+    pub max_stores_per_group: usize,
+    /// Background maintenance threads (compactions, splits): the bound on their concurrency.
+    pub maintenance_threads: usize,
+    /// Bound on the maintenance task queue.
+    pub maintenance_queue_limit: usize,
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        Self {
+            cell_cache_limit_bytes: 256 << 20,
+            cell_cache_flush_bytes: 64 << 20,
+            block_cache_bytes: 128 << 20,
+            // Room for the largest batch a client may send (see `apply`).
+            commit_log: CommitLogOptions {
+                max_block_bytes: 32 << 20,
+                ..CommitLogOptions::default()
+            },
+            split_size_bytes: 512 << 20,
+            max_stores_per_group: 8,
+            maintenance_threads: 2,
+            maintenance_queue_limit: 1024,
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl std::fmt::Debug for EngineOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineOptions")
+            .field("cell_cache_limit_bytes", &self.cell_cache_limit_bytes)
+            .field("cell_cache_flush_bytes", &self.cell_cache_flush_bytes)
+            .field("block_cache_bytes", &self.block_cache_bytes)
+            .field("split_size_bytes", &self.split_size_bytes)
+            .field("max_stores_per_group", &self.max_stores_per_group)
+            .field("maintenance_threads", &self.maintenance_threads)
+            .finish()
+    }
+}

@@ -1,0 +1,298 @@
+//! The write path: validate a batch, take the apply gate, assign revisions, encode and log it
+//! (group commit), insert it into the cell caches, account its memory; backpressure on writers.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::Durability;
+use common::key::{self, CellFlag};
+
+use super::{Engine, Inner, RangeMap, TableInfo};
+use crate::commitlog::entry::{CellSpan, EntryEncoder};
+use crate::error::{Error, Result};
+use crate::maintenance;
+use crate::range::Range;
+use common::{AsMutationRef, Mutation, MutationRef};
+
+impl Engine {
+    /// Applies a batch of mutations to one table and returns once it is durable at the table's
+    /// durability. Either the whole batch is applied or (on error) none of it is acknowledged.
+    pub fn apply<M: AsMutationRef>(&self, table_id: u32, mutations: &[M]) -> Result<()> {
+        self.check_open()?;
+        if mutations.is_empty() {
+            return Ok(());
+        }
+        let mutations: Vec<MutationRef<'_>> = mutations
+            .iter()
+            .map(AsMutationRef::as_mutation_ref)
+            .collect();
+        let inner = &self.inner;
+        validate_batch(
+            &*inner.table(table_id)?,
+            &mutations,
+            inner.opts().commit_log.max_block_bytes,
+        )?;
+        self.wait_for_memory();
+        let _gate = inner.catalog().shared();
+        // The table may have been dropped or altered while we waited.
+        let table = inner.table(table_id)?;
+        let base = inner.alloc_revisions(mutations.len());
+        let max_rev = base + mutations.len() as i64 - 1;
+        let (entry, spans) = encode_entry(table_id, &mutations, base);
+        // Route before logging, so nothing is logged that cannot be applied.
+        let ranges = inner.catalog().ranges();
+        let routed = route(inner, &ranges, table_id, &mutations)?;
+        if table.schema.durability != Durability::None {
+            inner
+                .files()
+                .log()
+                .append(&entry, max_rev, table.schema.durability)?;
+        }
+        let flush = insert_into_caches(inner, &table, &mutations, &routed, &entry, &spans);
+        drop(ranges);
+        drop(_gate);
+        self.account_memory(flush);
+        Ok(())
+    }
+
+    /// Async form of [`Engine::apply`].
+    pub async fn apply_async(&self, table_id: u32, mutations: Vec<Mutation>) -> Result<()> {
+        let e = self.clone();
+        tokio::task::spawn_blocking(move || e.apply(table_id, &mutations))
+            .await
+            .map_err(|e| Error::Internal(format!("apply task failed: {e}")))?
+    }
+
+    /// After a batch: queues the flushes of the caches it filled, and more while all caches
+    /// together use over half their limit.
+    fn account_memory(&self, flush: Vec<(Arc<Range>, usize)>) {
+        let inner = &self.inner;
+        for (r, gi) in flush {
+            maintenance::queue_flush(inner, &r, gi);
+        }
+        if inner.memory().bytes() > inner.opts().cell_cache_limit_bytes / 2 {
+            self.schedule_flushes_if_needed();
+        }
+    }
+
+    /// Blocks while all cell caches together exceed their limit (backpressure on writers).
+    pub(super) fn wait_for_memory(&self) {
+        let inner = &self.inner;
+        let limit = inner.opts().cell_cache_limit_bytes;
+        while inner.memory().bytes() > limit && !inner.is_closed() {
+            self.schedule_flushes_if_needed();
+            inner.memory().wait_for_release(Duration::from_millis(50));
+        }
+    }
+
+    /// Queues minor compactions of the biggest caches while caches use more than half the limit.
+    pub(super) fn schedule_flushes_if_needed(&self) {
+        let inner = &self.inner;
+        if inner.memory().bytes() <= inner.opts().cell_cache_limit_bytes / 2 {
+            return;
+        }
+        let ranges: Vec<Arc<Range>> = inner.catalog().ranges().values().cloned().collect();
+        let mut groups: Vec<(u64, Arc<Range>, usize)> = Vec::new();
+        for r in &ranges {
+            for (gi, g) in r.groups.iter().enumerate() {
+                let b = g.state().active.memory_bytes();
+                if b > 0 {
+                    groups.push((b, r.clone(), gi));
+                }
+            }
+        }
+        groups.sort_by_key(|g| std::cmp::Reverse(g.0));
+        // Enough of the biggest to bring the active caches under half the limit.
+        let mut freed = 0;
+        let need = inner
+            .memory()
+            .bytes()
+            .saturating_sub(inner.opts().cell_cache_limit_bytes / 4);
+        for (b, r, gi) in groups {
+            if freed >= need {
+                break;
+            }
+            maintenance::queue_flush(inner, &r, gi);
+            freed += b;
+        }
+    }
+}
+
+pub use common::mutation::{MAX_ROW_OR_QUALIFIER_BYTES, MAX_VALUE_BYTES};
+
+fn validate_mutation(table: &TableInfo, m: &MutationRef<'_>) -> Result<()> {
+    // Sizes and reserved timestamps: the checks every write path shares.
+    common::mutation::check_cell(m).map_err(|e| match m.row.len() {
+        0 => Error::InvalidInput(e.to_string()),
+        n => {
+            let row = String::from_utf8_lossy(&m.row[..n.min(40)]);
+            Error::InvalidInput(format!("{e} (row starts {row:?})"))
+        }
+    })?;
+    match m.flag {
+        CellFlag::DeleteRow if m.family != 0 || !m.qualifier.is_empty() => {
+            return Err(Error::InvalidInput(
+                "a row delete has family 0 and an empty qualifier".into(),
+            ));
+        }
+        CellFlag::DeleteRow => return Ok(()),
+        CellFlag::DeleteColumnFamily if !m.qualifier.is_empty() => {
+            return Err(Error::InvalidInput(
+                "a column family delete has an empty qualifier".into(),
+            ));
+        }
+        _ => {}
+    }
+    let f = table
+        .schema
+        .family_by_id(m.family)
+        .filter(|f| !f.deleted)
+        .ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "unknown column family id {} in table {}",
+                m.family, table.schema.name
+            ))
+        })?;
+    if table.group_of[m.family as usize].is_none() {
+        return Err(Error::InvalidInput(format!(
+            "column family '{}' has no access group",
+            f.name
+        )));
+    }
+    if f.counter
+        && m.flag == CellFlag::Insert
+        && crate::scan::visible::parse_counter(m.value).is_none()
+    {
+        return Err(Error::InvalidInput(format!(
+            "bad counter value {:?} for column '{}' (expected n, +n, -n or =n)",
+            String::from_utf8_lossy(m.value),
+            f.name
+        )));
+    }
+    Ok(())
+}
+
+/// Checks every mutation of a batch and the batch's size against the commit log's block limit.
+fn validate_batch(table: &TableInfo, mutations: &[MutationRef<'_>], limit: usize) -> Result<()> {
+    let mut entry_bytes = 16usize;
+    for m in mutations {
+        validate_mutation(table, m)?;
+        entry_bytes += m.row.len() + m.qualifier.len() + m.value.len() + 40;
+    }
+    if entry_bytes > limit {
+        return Err(Error::InvalidInput(format!(
+            "a batch of {} cells and about {entry_bytes} bytes exceeds the limit of {limit} bytes per batch; send it in smaller batches",
+            mutations.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The batch's commit-log entry, its cells' keys made with revisions from `base` on, and where
+/// each cell lies in it with its revision.
+fn encode_entry(
+    table_id: u32,
+    mutations: &[MutationRef<'_>],
+    base: i64,
+) -> (Vec<u8>, Vec<(CellSpan, i64)>) {
+    let mut enc = EntryEncoder::new(
+        table_id,
+        mutations.len(),
+        16 + mutations
+            .iter()
+            .map(|m| m.row.len() + m.qualifier.len() + m.value.len() + 24)
+            .sum::<usize>(),
+    );
+    let mut spans = Vec::with_capacity(mutations.len());
+    let mut kbuf = Vec::with_capacity(64);
+    for (i, m) in mutations.iter().enumerate() {
+        let rev = base + i as i64;
+        let ts = m.timestamp.unwrap_or(rev);
+        kbuf.clear();
+        key::encode_parts(m.row, m.family, m.qualifier, m.flag, ts, rev, &mut kbuf);
+        spans.push((enc.push(&kbuf, m.value), rev));
+    }
+    (enc.finish(), spans)
+}
+
+/// The range of `ranges` each mutation goes to; fails with the damage or [`Error::NotHere`]
+/// for the first row no range here serves.
+fn route(
+    inner: &Inner,
+    ranges: &RangeMap,
+    table_id: u32,
+    mutations: &[MutationRef<'_>],
+) -> Result<Vec<Arc<Range>>> {
+    let mut last: Option<Arc<Range>> = None;
+    let mut routed: Vec<Arc<Range>> = Vec::with_capacity(mutations.len());
+    for m in mutations {
+        let r = match &last {
+            Some(r) if r.contains(m.row) => r.clone(),
+            _ => {
+                let r = Inner::find_range(ranges, table_id, m.row).ok_or_else(|| {
+                    inner
+                        .damage_at(table_id, m.row)
+                        .unwrap_or_else(|| Error::NotHere {
+                            table_id,
+                            row: m.row.to_vec(),
+                        })
+                })?;
+                last = Some(r.clone());
+                r
+            }
+        };
+        routed.push(r);
+    }
+    Ok(routed)
+}
+
+/// Inserts the logged cells into their groups' active caches, grouped by (range, group), and
+/// counts the memory they take; returns the groups whose cache grew past the flush size.
+fn insert_into_caches(
+    inner: &Inner,
+    table: &TableInfo,
+    mutations: &[MutationRef<'_>],
+    routed: &[Arc<Range>],
+    entry: &[u8],
+    spans: &[(CellSpan, i64)],
+) -> Vec<(Arc<Range>, usize)> {
+    let mut batches: HashMap<(u64, usize), (Arc<Range>, Vec<usize>)> = HashMap::new();
+    for (i, m) in mutations.iter().enumerate() {
+        let r = &routed[i];
+        if m.flag == CellFlag::DeleteRow {
+            for gi in 0..r.groups.len() {
+                batches
+                    .entry((r.id, gi))
+                    .or_insert_with(|| (r.clone(), Vec::new()))
+                    .1
+                    .push(i);
+            }
+        } else {
+            let gi = table.group_of[m.family as usize].expect("validated family") as usize;
+            batches
+                .entry((r.id, gi))
+                .or_insert_with(|| (r.clone(), Vec::new()))
+                .1
+                .push(i);
+        }
+    }
+    let mut flush = Vec::new();
+    for ((_, gi), (r, idx)) in batches {
+        let g = &r.groups[gi];
+        let st = g.state();
+        let grew = st.active.insert_batch(idx.iter().map(|&i| {
+            let (span, rev) = spans[i];
+            let (k, v) = span.cell(entry);
+            (k, v, rev)
+        }));
+        r.cells_written
+            .fetch_add(idx.len() as u64, Ordering::Relaxed);
+        inner.add_cache_bytes(grew);
+        if st.active.memory_bytes() > inner.opts().cell_cache_flush_bytes {
+            flush.push((r.clone(), gi));
+        }
+    }
+    flush
+}
