@@ -13,11 +13,12 @@ use dfs_broker::{AppendFlag, BlockingFs, BlockingWriter};
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use tokio::sync::oneshot;
 
-use super::block::{BLOCK_HEADER_BYTES, put_entry, seal, varint_len};
+use super::block::{BLOCK_HEADER_BYTES, put_entry, seal};
 use super::fragment::{FRAGMENT_HEADER_BYTES, encode_header};
 use super::plan::{LogRecord, Recorder};
 use super::{CommitLogOptions, FragmentInfo};
 use crate::{Error, Result};
+use common::codec::varint_len;
 
 /// Spare batch buffers kept for reuse; more would only pin memory.
 const POOL_BUFFERS: usize = 4;
