@@ -3,6 +3,8 @@
 mod bench;
 mod cingest;
 mod cluster_cmd;
+#[cfg(test)]
+mod codemap;
 mod fs_url;
 mod hyperspace_cmd;
 mod init_cmd;
