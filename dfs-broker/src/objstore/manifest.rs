@@ -172,16 +172,14 @@ impl Manifest {
     }
 }
 
+/// The little-endian `u32` at `at`; callers have checked that the bytes are there.
 fn u32_at(data: &[u8], at: usize) -> u32 {
-    let mut b = [0u8; 4];
-    b.copy_from_slice(&data[at..at + 4]);
-    u32::from_le_bytes(b)
+    common::codec::le_u32(data, at).expect("length checked by the caller")
 }
 
+/// The little-endian `u64` at `at`; callers have checked that the bytes are there.
 fn u64_at(data: &[u8], at: usize) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&data[at..at + 8]);
-    u64::from_le_bytes(b)
+    common::codec::le_u64(data, at).expect("length checked by the caller")
 }
 
 #[cfg(test)]

@@ -54,16 +54,14 @@ fn put_u64(buf: &mut Vec<u8>, v: u64) {
     buf.extend_from_slice(&v.to_le_bytes());
 }
 
+/// The little-endian `u32` at `at`; callers have checked that the bytes are there.
 fn get_u32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_le_bytes(a)
+    common::codec::le_u32(b, at).expect("length checked by the caller")
 }
 
+/// The little-endian `u64` at `at`; callers have checked that the bytes are there.
 fn get_u64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_le_bytes(a)
+    common::codec::le_u64(b, at).expect("length checked by the caller")
 }
 
 fn len_u32(len: usize, what: &str) -> Result<u32, StorageError> {
