@@ -209,6 +209,11 @@ impl MasterClient {
         &self.rpc
     }
 
+    /// The connection itself.
+    pub fn into_rpc(self) -> rpc::Client {
+        self.rpc
+    }
+
     /// A DDL call ([`method`]): the stored schema's JSON (create, alter) or the exact
     /// [`ClientError`] the master answered; an rpc failure is the `RpcError`.
     pub async fn ddl(

@@ -11,9 +11,9 @@ use hyperspace::command::ErrorCode;
 use rpc::ClusterCredentials;
 
 use super::Inner;
-use super::errors::{connect_failure, hs_err, unavailable};
+use super::errors::{hs_err, unavailable};
 use super::layout::*;
-use super::proto::{DdlReply, DdlRequest, MASTER_NAME, MasterStatus, method};
+use super::proto::{DdlReply, DdlRequest, MasterStatus, method};
 use super::retry::Attempt;
 use crate::{ClientError, ListingEntry, Result, normalize_path, split_path};
 
@@ -187,17 +187,11 @@ pub async fn connect_master(
     let addr: SocketAddr = addr
         .parse()
         .map_err(|e| unavailable(format!("bad master address '{addr}': {e}")))?;
-    let options = rpc::ClientOptions {
-        idle_timeout,
-        connect_timeout: Duration::from_secs(2),
-        ..Default::default()
-    };
-    let config = credentials
-        .client_config(options.idle_timeout)
-        .map_err(|e| connect_failure(ErrorKind::Internal, format!("master at {addr}: {e}")))?;
-    rpc::Client::connect_with(addr, MASTER_NAME, config, options)
-        .await
-        .map_err(|e| connect_failure(e.kind(), format!("master at {addr}: {e}")))
+    Ok(
+        ::proto::master::MasterClient::connect(addr, credentials, idle_timeout)
+            .await?
+            .into_rpc(),
+    )
 }
 
 pub(super) fn parse_schema(json: &str) -> Result<TableSchema> {
