@@ -204,12 +204,7 @@ impl MasterClient {
         Ok(Self { rpc })
     }
 
-    /// The connection, for calls not named here.
-    pub fn rpc(&self) -> &rpc::Client {
-        &self.rpc
-    }
-
-    /// The connection itself.
+    /// The connection itself, for calls not named here.
     pub fn into_rpc(self) -> rpc::Client {
         self.rpc
     }
@@ -232,13 +227,6 @@ impl MasterClient {
         timeout: Duration,
     ) -> Result<Result<String, ClientError>, rpc::RpcError> {
         self.ddl(method::NUDGE, &DdlRequest::default(), timeout)
-            .await
-    }
-
-    /// `master.status`.
-    pub async fn status(&self, timeout: Duration) -> Result<MasterStatus, rpc::RpcError> {
-        self.rpc
-            .call_message(method::STATUS, &Empty {}, timeout)
             .await
     }
 }
