@@ -3,6 +3,7 @@
 //! Nothing in here does I/O; every other crate depends on this one.
 
 pub mod codec;
+pub mod iterators;
 pub mod key;
 pub mod mutation;
 pub mod row_range;
@@ -11,6 +12,7 @@ pub mod schema;
 pub mod status;
 pub mod time;
 
+pub use iterators::{CombinerSpec, IterScope, IteratorSpec, ScanIterator};
 pub use key::{Cell, CellFlag, Key, KeyRef};
 pub use mutation::{AsMutationRef, Mutation, MutationRef};
 pub use row_range::RowRange;

@@ -180,6 +180,10 @@ pub struct ScanSpec {
     pub return_deletes: bool,
     /// Read blocks without inserting them into the block cache.
     pub no_cache: bool,
+    /// Iterators run for this scan above the table's scan iterators, in this order.
+    pub iterators: Vec<crate::iterators::ScanIterator>,
+    /// Column value predicates, run in the range server below the limits.
+    pub value_predicates: Option<crate::iterators::ValuePredicates>,
 }
 
 impl Default for ScanSpec {
@@ -201,6 +205,8 @@ impl Default for ScanSpec {
             keys_only: false,
             return_deletes: false,
             no_cache: false,
+            iterators: Vec::new(),
+            value_predicates: None,
         }
     }
 }

@@ -5,6 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::iterators::{CombinerSpec, IteratorSettingError, IteratorSpec, check_iterators};
+
 /// How far a write must get before it is acknowledged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(rename_all = "lowercase")]
@@ -143,6 +145,15 @@ pub struct FamilySpec {
     /// HQL `QUALIFIER INDEX family`: a qualifier index is kept.
     #[serde(default)]
     pub qualifier_index: bool,
+    /// HQL `COMBINER kind(...)`: the versions of each cell are merged into one. `COUNTER`
+    /// families keep `counter` and no combiner here; [`FamilySpec::effective_combiner`]
+    /// gives either.
+    #[serde(default)]
+    pub combiner: Option<CombinerSpec>,
+    /// HQL `APPEND_ONLY`: cell, version and family deletes are refused (row deletes too, on
+    /// the whole table), so partial compactions may combine the family's cells.
+    #[serde(default)]
+    pub append_only: bool,
 }
 
 impl FamilySpec {
@@ -159,6 +170,18 @@ impl FamilySpec {
             deleted: false,
             value_index: false,
             qualifier_index: false,
+            combiner: None,
+            append_only: false,
+        }
+    }
+
+    /// The combiner the family's cells are merged with: its `COMBINER`, or `counter` for a
+    /// `COUNTER` family.
+    pub fn effective_combiner(&self) -> Option<CombinerSpec> {
+        match (&self.combiner, self.counter) {
+            (Some(c), _) => Some(c.clone()),
+            (None, true) => Some(CombinerSpec::counter()),
+            (None, false) => None,
         }
     }
 }
@@ -176,6 +199,9 @@ pub struct TableSchema {
     pub families: Vec<FamilySpec>,
     pub durability: Durability,
     pub group_commit_interval_ms: u32,
+    /// Table iterators (HQL `ITERATOR name = kind(...) SCOPES (...) PRIORITY n`).
+    #[serde(default)]
+    pub iterators: Vec<IteratorSpec>,
 }
 
 /// Why a schema is not valid.
@@ -193,6 +219,12 @@ pub enum SchemaError {
     UnknownAccessGroup { family: String, group: String },
     #[error("COUNTER column family '{0}' cannot have MAX_VERSIONS or TIME_ORDER DESC")]
     BadCounter(String),
+    #[error("COMBINER column family '{0}' cannot have MAX_VERSIONS or TIME_ORDER DESC")]
+    BadCombiner(String),
+    #[error("column family '{0}' cannot be both COUNTER and COMBINER")]
+    CounterAndCombiner(String),
+    #[error("{0}")]
+    Iterators(#[from] IteratorSettingError),
     #[error("unknown column family '{0}'")]
     UnknownFamily(String),
     #[error("a column family name cannot be empty")]
@@ -230,6 +262,7 @@ impl TableSchema {
             families: Vec::new(),
             durability: Durability::Flush,
             group_commit_interval_ms: 0,
+            iterators: Vec::new(),
         }
     }
 
@@ -276,13 +309,20 @@ impl TableSchema {
                     group: f.access_group.clone(),
                 });
             }
+            if f.counter && f.combiner.is_some() {
+                return Err(SchemaError::CounterAndCombiner(f.name.clone()));
+            }
             if f.counter && (f.max_versions != 0 || f.time_order == TimeOrder::Desc) {
                 return Err(SchemaError::BadCounter(f.name.clone()));
+            }
+            if f.combiner.is_some() && (f.max_versions != 0 || f.time_order == TimeOrder::Desc) {
+                return Err(SchemaError::BadCombiner(f.name.clone()));
             }
         }
         if self.families.iter().all(|f| f.deleted) {
             return Err(SchemaError::NoFamily);
         }
+        check_iterators(&self.iterators)?;
         Ok(())
     }
 

@@ -12,6 +12,7 @@ pub mod commitlog;
 pub mod engine;
 pub mod error;
 pub mod iter;
+pub mod iterators;
 pub(crate) mod maintenance;
 pub mod merge;
 pub mod meta;

@@ -634,6 +634,8 @@ impl TryFrom<WireScanSpec> for ScanSpec {
             keys_only: s.keys_only,
             return_deletes: s.return_deletes,
             no_cache: s.no_cache,
+            iterators: Vec::new(),
+            value_predicates: None,
         })
     }
 }

@@ -42,6 +42,10 @@ pub struct EngineOptions {
     /// Bound on the maintenance task queue.
     pub maintenance_queue_limit: usize,
     pub clock: Arc<dyn Clock>,
+    /// The iterator and combiner kinds this engine can run.
+    pub registry: Arc<crate::iterators::Registry>,
+    /// Cells a scan's iterators may step over per block before the scan yields its thread.
+    pub scan_work_per_block: u64,
 }
 
 impl Default for EngineOptions {
@@ -60,6 +64,8 @@ impl Default for EngineOptions {
             maintenance_threads: 2,
             maintenance_queue_limit: 1024,
             clock: Arc::new(SystemClock),
+            registry: Arc::new(crate::iterators::Registry::builtins()),
+            scan_work_per_block: 1_000_000,
         }
     }
 }

@@ -1,0 +1,18 @@
+//! The built-in kinds: combiners (`counter`, `sum`, `min`, `max`, `string_set`, `uid_set`) and
+//! stack iterators (filters and row iterators).
+
+use super::Registry;
+use super::combine::{CounterKind, Fold, NumericKind, SetKind};
+
+/// Registers every built-in kind.
+pub fn register_all(r: &mut Registry) {
+    let ok = [
+        r.register_combiner(CounterKind),
+        r.register_combiner(NumericKind(Fold::Sum)),
+        r.register_combiner(NumericKind(Fold::Min)),
+        r.register_combiner(NumericKind(Fold::Max)),
+        r.register_combiner(SetKind { uids: false }),
+        r.register_combiner(SetKind { uids: true }),
+    ];
+    debug_assert!(ok.iter().all(|r| r.is_ok()), "built-in names are distinct");
+}
