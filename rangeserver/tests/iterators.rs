@@ -358,8 +358,10 @@ fn table_and_scan_iterators_and_value_predicates() {
 
 #[test]
 fn kinds_the_engine_lacks_fail_scans_and_defer_major_compactions() {
-    let mut o = EngineOptions::default();
-    o.registry = Arc::new(Registry::empty());
+    let o = EngineOptions {
+        registry: Arc::new(Registry::empty()),
+        ..EngineOptions::default()
+    };
     let mut s = TableSchema::new(T, "/t");
     s.families = vec![
         combined(1, "total", "sum", &[], false),
@@ -387,8 +389,10 @@ fn kinds_the_engine_lacks_fail_scans_and_defer_major_compactions() {
 fn a_filter_that_skips_much_yields_and_the_scan_goes_on() {
     let mut s = TableSchema::new(T, "/t");
     s.add_family("a");
-    let mut o = EngineOptions::default();
-    o.scan_work_per_block = 7;
+    let o = EngineOptions {
+        scan_work_per_block: 7,
+        ..EngineOptions::default()
+    };
     let db = open_with(s, o);
     let e = &db.e;
     let muts: Vec<Mutation> = (0..500)
