@@ -130,6 +130,13 @@ impl TableInfo {
         info
     }
 
+    /// The families whose versions are combined.
+    pub(crate) fn combined_families(&self) -> crate::iterators::Families {
+        crate::iterators::Families::of(
+            (1..=255u8).filter(|&f| self.combiners[f as usize].is_some()),
+        )
+    }
+
     /// The error a scan or major compaction meets when the schema names a kind this engine
     /// lacks.
     pub(crate) fn check_kinds(&self) -> Result<()> {
