@@ -10,6 +10,7 @@ use common::iterators::{ScanIterator, ValuePredicate, ValuePredicates, ValueTest
 use common::scan_spec::{ColumnSelector, QualifierMatch};
 use embedded::{EmbeddedClient, EmbeddedOptions};
 use rangeserver::iterators::Registry;
+use rangeserver::server::RangeServerOptions;
 use support::{TestCluster, wait_for};
 
 const ROWS: usize = 200;
@@ -242,4 +243,163 @@ fn value_predicates_and_limits_on_two_servers_match_the_embedded_database() {
     assert!(e.to_string().contains("nosuch_filter"), "{e}");
     let e = scan(&embedded, "/s", &unknown).expect_err("an unknown scan iterator");
     assert!(e.to_string().contains("nosuch_filter"), "{e}");
+}
+
+/// Asserts `got == want`, naming the first difference briefly (values here are kilobytes).
+#[track_caller]
+fn same(got: &[C], want: &[C], what: &str) {
+    if got == want {
+        return;
+    }
+    let short = |c: Option<&C>| {
+        c.map(|c| format!("{} {}:{} {:.12}", c.0, c.1, c.2, c.3))
+            .unwrap_or_else(|| "nothing".into())
+    };
+    let i = got.iter().zip(want).take_while(|(g, w)| g == w).count();
+    panic!(
+        "{what}: {} cells where {} were wanted; first difference at cell {i}: got {}, wanted {}",
+        got.len(),
+        want.len(),
+        short(got.get(i)),
+        short(want.get(i))
+    );
+}
+
+/// Cells the engines' ranges have stepped over, over every server.
+fn cells_read(cluster: &TestCluster) -> u64 {
+    cluster
+        .servers
+        .iter()
+        .flat_map(|s| s.engine.all_ranges())
+        .map(|r| r.cells_read)
+        .sum()
+}
+
+/// Scans, stalling for `stall` after the first `before` cells.
+fn stalled_scan(c: &dyn Client, table: &str, spec: &ScanSpec, before: usize) -> Vec<C> {
+    let mut sc = c.scanner(table, spec.clone()).expect("scanner");
+    let mut out = Vec::new();
+    while let Some(cell) = sc.next_cell().expect("next cell") {
+        out.push((
+            String::from_utf8_lossy(&cell.key.row).into_owned(),
+            cell.key.family,
+            String::from_utf8_lossy(&cell.key.qualifier).into_owned(),
+            String::from_utf8_lossy(&cell.value).into_owned(),
+        ));
+        if out.len() == before {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+    }
+    out
+}
+
+/// A scan whose reader stalls past the servers' idle limit has its stream reset; the cluster
+/// client resumes it at the row it got to, and with value predicates, offsets and limits it
+/// still returns exactly what the embedded database returns.
+#[test]
+fn a_filtered_limited_scan_that_breaks_off_and_resumes_matches_the_embedded_database() {
+    const BIG_ROWS: usize = 4000;
+    let mut cluster = TestCluster::start(Registry::builtins());
+    let client = cluster.client_with(|o| o.scan_queue_blocks = 1);
+    let rs = RangeServerOptions {
+        scan_block_cells: 8,
+        scan_queue_blocks: 1,
+        scan_idle_timeout: std::time::Duration::from_millis(200),
+        ..RangeServerOptions::default()
+    };
+    cluster.add_server_with(Registry::builtins(), rs.clone(), &client);
+    cluster.add_server_with(Registry::builtins(), rs, &client);
+    let t = client.create_table("/big", schema()).expect("create");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let embedded = EmbeddedClient::open(dir.path(), EmbeddedOptions::default()).expect("open");
+    embedded.create_table("/big", schema()).expect("create");
+    // 4 KiB values: a server's output outgrows the stream's flow-control window, so a stalled
+    // reader makes the server wait and then reset the stream.
+    let pad = "v".repeat(4096);
+    for c in [&client as &dyn Client, &embedded] {
+        let mut m = c.mutator("/big").expect("mutator");
+        for i in 0..BIG_ROWS {
+            let row = format!("row{i:05}");
+            m.set(Mutation::insert(
+                row.clone(),
+                1,
+                "",
+                format!("{}{pad}", i % 2),
+            ))
+            .expect("set");
+            m.set(Mutation::insert(row, 2, "n", format!("{i}")))
+                .expect("set");
+        }
+        m.flush().expect("flush");
+    }
+    let holder = client.table_locations("/big").expect("locations")[0]
+        .location
+        .clone();
+    for row in ["row01000", "row02000", "row03000"] {
+        cluster
+            .engine(&holder)
+            .split(t.id, row.as_bytes())
+            .expect("split");
+    }
+    wait_for("the splits and a balance to spread the table", || {
+        let _ = client.balance();
+        let locs = client.table_locations("/big").expect("locations");
+        let mut servers: Vec<&str> = locs.iter().map(|l| l.location.as_str()).collect();
+        servers.sort();
+        servers.dedup();
+        locs.len() == 4 && servers.len() == 2
+    });
+
+    // Rows whose `a` starts with 1.
+    let full = with(
+        vec![test(1, None, ValueTest::Prefix(b"1".to_vec()))],
+        vec![],
+    );
+    let limited = ScanSpec {
+        row_offset: 10,
+        row_limit: 1400,
+        ..full.clone()
+    };
+    let want_full = scan(&embedded, "/big", &full).expect("embedded scan");
+    let want_limited = scan(&embedded, "/big", &limited).expect("embedded scan");
+    let at = cells_read(&cluster);
+    same(
+        &scan(&client, "/big", &full).expect("scan"),
+        &want_full,
+        "a filtered scan",
+    );
+    let once = cells_read(&cluster) - at;
+    let at = cells_read(&cluster);
+    same(
+        &stalled_scan(&client, "/big", &full, 50),
+        &want_full,
+        "a stalled filtered scan",
+    );
+    let stalled = cells_read(&cluster) - at;
+    assert!(
+        stalled > once,
+        "the stalled scan read {stalled} cells, the plain one {once}: it was not resumed"
+    );
+    for before in [50, 700] {
+        let got = stalled_scan(&client, "/big", &limited, before);
+        same(
+            &got,
+            &want_limited,
+            &format!("a limited scan stalled after {before} cells"),
+        );
+    }
+
+    // What the predicate keeps (once the servers run it): odd rows, both families.
+    let all = scan(&embedded, "/big", &ScanSpec::default()).expect("scan");
+    same(
+        &want_full,
+        &expected(&all, &full),
+        "the embedded filtered scan",
+    );
+    assert_eq!(want_full.len(), BIG_ROWS);
+    same(
+        &want_limited,
+        &expected(&all, &limited),
+        "the embedded limited scan",
+    );
 }

@@ -93,6 +93,16 @@ impl TestCluster {
     /// Starts a range server whose engine has `registry` (and `split_size_bytes` 0: splits only
     /// when a test makes them); returns its location once the master counts it live.
     pub fn add_server(&mut self, registry: Registry, client: &ClusterClient) -> String {
+        self.add_server_with(registry, RangeServerOptions::default(), client)
+    }
+
+    /// [`TestCluster::add_server`] with the range server's own limits.
+    pub fn add_server_with(
+        &mut self,
+        registry: Registry,
+        rs_options: RangeServerOptions,
+        client: &ClusterClient,
+    ) -> String {
         let creds = ClusterCredentials::load(self.dir.path(), "rangeserver").expect("rs creds");
         let membership = MembershipOptions::new(vec![self.hs_addr]);
         let me = self
@@ -111,7 +121,7 @@ impl TestCluster {
             self.rt.handle().clone(),
         )
         .expect("open engine");
-        let service = RangeServerService::new(engine.clone(), RangeServerOptions::default());
+        let service = RangeServerService::new(engine.clone(), rs_options);
         let location = me.location().to_string();
         let (stop, stopped) = oneshot::channel::<()>();
         let served = engine.clone();
@@ -146,8 +156,15 @@ impl TestCluster {
 
     /// A cluster client.
     pub fn client(&self) -> ClusterClient {
+        self.client_with(|_| {})
+    }
+
+    /// A cluster client with its options changed by `f`.
+    pub fn client_with(&self, f: impl FnOnce(&mut ClusterOptions)) -> ClusterClient {
         let creds = ClusterCredentials::load(self.dir.path(), "client").expect("client creds");
-        ClusterClient::connect(creds, ClusterOptions::new(vec![self.hs_addr])).expect("connect")
+        let mut options = ClusterOptions::new(vec![self.hs_addr]);
+        f(&mut options);
+        ClusterClient::connect(creds, options).expect("connect")
     }
 
     /// The engine of the server at `location`.
