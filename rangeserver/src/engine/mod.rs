@@ -284,6 +284,11 @@ impl Engine {
         Ok(self.inner.table(table_id)?.schema.clone())
     }
 
+    /// The iterator and combiner kinds this engine can run (`EngineOptions::registry`).
+    pub fn registry(&self) -> &Arc<crate::iterators::Registry> {
+        &self.inner.opts().registry
+    }
+
     /// Runs a compaction of every range of a table (of the whole engine with `None`) and waits.
     /// [`CompactionKind::Gc`] removes replaced cell stores ([`Engine::collect_garbage`]).
     pub fn compact(&self, table_id: Option<u32>, kind: CompactionKind) -> Result<()> {
