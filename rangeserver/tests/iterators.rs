@@ -296,6 +296,24 @@ fn table_and_scan_iterators_and_value_predicates() {
     };
     let got: Vec<Vec<u8>> = scan(e, &count).into_iter().map(|c| c.2).collect();
     assert_eq!(got, [b"1".to_vec(), b"1".to_vec(), b"2".to_vec()]);
+    // A family filter keeps only its families (and asks the source for no others).
+    for (o, want) in [
+        (vec![("FAMILIES", "b")], vec![&b"y2"[..], b"w3"]),
+        (
+            vec![("FAMILIES", "b"), ("NEGATE", "true")],
+            vec![&b"x1"[..], b"z3"],
+        ),
+    ] {
+        let spec = ScanSpec {
+            iterators: vec![ScanIterator {
+                kind: "family_filter".into(),
+                options: opts(&o),
+            }],
+            ..ScanSpec::default()
+        };
+        let got: Vec<Vec<u8>> = scan(e, &spec).into_iter().map(|c| c.2).collect();
+        assert_eq!(got, want, "{o:?}");
+    }
     // Value predicates: rows with a matching cell, shown columns only; LIMIT counts them.
     let preds = ScanSpec {
         value_predicates: Some(ValuePredicates {

@@ -368,11 +368,7 @@ struct RangeSource {
 
 impl RangeSource {
     fn update(&mut self) {
-        self.valid = self.merge.valid()
-            && self
-                .end
-                .as_deref()
-                .is_none_or(|e| self.merge.key() < e);
+        self.valid = self.merge.valid() && self.end.as_deref().is_none_or(|e| self.merge.key() < e);
     }
 }
 
