@@ -81,28 +81,73 @@ fn ttl() -> impl Strategy<Value = Ttl> {
         .prop_map(|(amount, unit)| Ttl { amount, unit })
 }
 
-fn column_options() -> impl Strategy<Value = ColumnOptions> {
+/// `kind(OPT = value, ...)`: kinds lower-case and option names upper-case (as the parser
+/// stores them), values any text.
+fn kind_call() -> BoxedStrategy<KindCall> {
+    (
+        "[a-z_][a-z0-9_]{0,8}",
+        vec(("[A-Z_][A-Z0-9_]{0,6}", text()), 0..4),
+    )
+        .prop_map(|(kind, opts)| KindCall {
+            kind,
+            options: opts.into_iter().collect(),
+        })
+        .boxed()
+}
+
+fn scope() -> impl Strategy<Value = IterScope> {
+    prop_oneof![
+        Just(IterScope::Scan),
+        Just(IterScope::Minor),
+        Just(IterScope::Major)
+    ]
+}
+
+fn iterator_def() -> BoxedStrategy<IteratorDef> {
+    (
+        "[a-zA-Z_][a-zA-Z0-9_]{0,8}",
+        kind_call(),
+        option::of(vec(scope(), 1..4)),
+        option::of(any::<u16>()),
+    )
+        .prop_map(|(name, call, scopes, priority)| IteratorDef {
+            name,
+            call,
+            scopes,
+            priority,
+        })
+        .boxed()
+}
+
+fn column_options() -> BoxedStrategy<ColumnOptions> {
     (
         option::of(any::<u32>()),
         option::of(ttl()),
         option::of(prop_oneof![Just(TimeOrder::Asc), Just(TimeOrder::Desc)]),
         option::of(any::<bool>()),
+        option::of(kind_call()),
+        option::of(any::<bool>()),
     )
-        .prop_map(|(max_versions, ttl, time_order, counter)| {
-            let mut o = ColumnOptions {
-                max_versions,
-                ttl,
-                time_order,
-                counter,
-            };
-            if o.counter == Some(true) {
-                o.max_versions = None;
-                if o.time_order == Some(TimeOrder::Desc) {
-                    o.time_order = None;
+        .prop_map(
+            |(max_versions, ttl, time_order, counter, combiner, append_only)| {
+                let mut o = ColumnOptions {
+                    max_versions,
+                    ttl,
+                    time_order,
+                    counter,
+                    combiner,
+                    append_only,
+                };
+                if o.counter == Some(true) {
+                    o.max_versions = None;
+                    if o.time_order == Some(TimeOrder::Desc) {
+                        o.time_order = None;
+                    }
                 }
-            }
-            o
-        })
+                o
+            },
+        )
+        .boxed()
 }
 
 fn compressor() -> impl Strategy<Value = CompressorSpec> {
@@ -150,7 +195,12 @@ fn group_options() -> impl Strategy<Value = AccessGroupOptions> {
         option::of(any::<u16>()),
         option::of(compressor()),
         option::of(bloom()),
-        column_options(),
+        // COMBINER and APPEND_ONLY are family options only.
+        column_options().prop_map(|o| ColumnOptions {
+            combiner: None,
+            append_only: None,
+            ..o
+        }),
     )
         .prop_map(
             |(in_memory, blocksize, replication, compressor, bloom_filter, column_defaults)| {
@@ -186,12 +236,13 @@ fn table_options() -> impl Strategy<Value = TableOptions> {
         )
 }
 
-fn definition() -> impl Strategy<Value = Definition> {
+fn definition() -> BoxedStrategy<Definition> {
     prop_oneof![
         3 => (nonempty_text(), column_options())
             .prop_map(|(name, options)| Definition::Family(FamilyDef { name, options })),
         1 => nonempty_text().prop_map(Definition::Index),
         1 => nonempty_text().prop_map(Definition::QualifierIndex),
+        1 => iterator_def().prop_map(Definition::Iterator),
         1 => (nonempty_text(), vec(nonempty_text(), 0..3), group_options()).prop_map(
             |(name, families, options)| Definition::AccessGroup(AccessGroupDef {
                 name,
@@ -200,6 +251,7 @@ fn definition() -> impl Strategy<Value = Definition> {
             })
         ),
     ]
+    .boxed()
 }
 
 fn column_ref() -> impl Strategy<Value = ColumnRef> {
@@ -280,7 +332,7 @@ fn predicates() -> impl Strategy<Value = Vec<Predicate>> {
         })
 }
 
-fn select_options() -> impl Strategy<Value = SelectOptions> {
+fn select_options() -> BoxedStrategy<SelectOptions> {
     (
         (
             option::of(any::<u32>()),
@@ -293,30 +345,35 @@ fn select_options() -> impl Strategy<Value = SelectOptions> {
         option::of(text()),
         vec(any::<bool>(), 7),
         option::of(text()),
+        vec(kind_call(), 0..3),
     )
-        .prop_map(|((mv, limit, offset, cl, co, clpf), into_file, f, fs)| {
-            SelectOptions {
-                max_versions: mv,
-                limit,
-                offset,
-                cell_limit: cl,
-                // OFFSET and CELL_OFFSET exclude each other.
-                cell_offset: if offset.is_some() { None } else { co },
-                cell_limit_per_family: clpf,
-                into_file,
-                display_timestamps: f[0],
-                display_revisions: f[1],
-                keys_only: f[2],
-                no_escape: f[3],
-                return_deletes: f[4],
-                no_cache: f[5],
-                scan_and_filter_rows: f[6],
-                field_separator: fs,
-            }
-        })
+        .prop_map(
+            |((mv, limit, offset, cl, co, clpf), into_file, f, fs, iterators)| {
+                SelectOptions {
+                    max_versions: mv,
+                    limit,
+                    offset,
+                    cell_limit: cl,
+                    // OFFSET and CELL_OFFSET exclude each other.
+                    cell_offset: if offset.is_some() { None } else { co },
+                    cell_limit_per_family: clpf,
+                    into_file,
+                    display_timestamps: f[0],
+                    display_revisions: f[1],
+                    keys_only: f[2],
+                    no_escape: f[3],
+                    return_deletes: f[4],
+                    no_cache: f[5],
+                    scan_and_filter_rows: f[6],
+                    field_separator: fs,
+                    iterators,
+                }
+            },
+        )
+        .boxed()
 }
 
-fn select() -> impl Strategy<Value = Statement> {
+fn select() -> BoxedStrategy<Statement> {
     (
         any::<bool>(),
         columns(),
@@ -333,6 +390,7 @@ fn select() -> impl Strategy<Value = Statement> {
                 options,
             })
         })
+        .boxed()
 }
 
 fn cell_value() -> impl Strategy<Value = CellValue> {
@@ -476,7 +534,7 @@ fn dump_table() -> impl Strategy<Value = Statement> {
         )
 }
 
-fn create_table() -> impl Strategy<Value = Statement> {
+fn create_table() -> BoxedStrategy<Statement> {
     (
         nonempty_text(),
         any::<bool>(),
@@ -497,9 +555,10 @@ fn create_table() -> impl Strategy<Value = Statement> {
                 body,
             })
         })
+        .boxed()
 }
 
-fn alter_table() -> impl Strategy<Value = Statement> {
+fn alter_table() -> BoxedStrategy<Statement> {
     let action = prop_oneof![
         vec(definition(), 0..3).prop_map(AlterAction::Add),
         vec(definition(), 0..3).prop_map(AlterAction::Modify),
@@ -508,9 +567,11 @@ fn alter_table() -> impl Strategy<Value = Statement> {
         vec(nonempty_text(), 1..3).prop_map(AlterAction::DropQualifierIndex),
         (nonempty_text(), nonempty_text())
             .prop_map(|(from, to)| AlterAction::RenameColumnFamily { from, to }),
+        "[a-zA-Z_][a-zA-Z0-9_]{0,8}".prop_map(AlterAction::DropIterator),
     ];
     (nonempty_text(), vec(action, 1..4))
         .prop_map(|(table, actions)| Statement::AlterTable(AlterTable { table, actions }))
+        .boxed()
 }
 
 fn admin() -> impl Strategy<Value = Statement> {
@@ -763,6 +824,19 @@ fn token_soup() -> impl Strategy<Value = String> {
             "NAMESPACE",
             "USE",
             "/a/b",
+            "COMBINER",
+            "APPEND_ONLY",
+            "ITERATOR",
+            "SCOPES",
+            "SCAN",
+            "MINOR",
+            "MAJOR",
+            "PRIORITY",
+            "WITH",
+            "sum",
+            "uid_set(MAX = 20)",
+            "age_off(TTL = '30 DAYS')",
+            "-5",
         ])
         .prop_map(str::to_string),
         "\\PC{1,3}",
