@@ -882,3 +882,93 @@ proptest! {
         check_no_panic(&text[..n])?;
     }
 }
+
+// ---- SHOW CREATE TABLE of combiners, APPEND_ONLY and iterators ----
+
+/// Runs one statement on `ex`, returning its output.
+fn exec(ex: &mut hql::exec::Executor, stmt: &str) -> String {
+    let s = parse_statement(stmt).unwrap_or_else(|e| panic!("{stmt}\n{e}"));
+    let mut out = Vec::new();
+    ex.execute(&s, &mut out)
+        .unwrap_or_else(|e| panic!("{stmt}: {e}"));
+    String::from_utf8(out).expect("utf-8 output")
+}
+
+/// HQL -> schema -> SHOW CREATE TABLE -> HQL -> the same schema (ids, families, groups,
+/// combiners, APPEND_ONLY, iterators with their scopes and priorities), and the priorities
+/// HQL picks: explicit ones first, then the lowest multiple of 10 free in all the scopes.
+#[test]
+fn show_create_table_recreates_combiners_and_iterators() {
+    use std::sync::Arc;
+
+    use client::Client;
+    use common::iterators::{IterScope, IteratorSpec};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = Arc::new(
+        embedded::EmbeddedClient::open(dir.path().join("db"), embedded::EmbeddedOptions::default())
+            .expect("open"),
+    );
+    let mut ex = hql::exec::Executor::new(client.clone() as Arc<dyn client::Client>);
+    exec(
+        &mut ex,
+        "CREATE TABLE t (hits COUNTER, total COMBINER sum(ENCODING = fixed64), peak COMBINER \
+         max, tags COMBINER string_set(MAX = 100), docs COMBINER uid_set(MAX = 20) APPEND_ONLY, \
+         plain TTL 30 DAYS, ACCESS GROUP g (docs, plain), \
+         ITERATOR old = age_off(TTL = '30 DAYS'), \
+         ITERATOR tmp = value_regex(REGEX = '^tmp\\d', NEGATE = true) SCOPES (MAJOR) PRIORITY 10, \
+         ITERATOR rows = whole_row SCOPES (SCAN))",
+    );
+    exec(
+        &mut ex,
+        "ALTER TABLE t ADD (ITERATOR first = first_in_row SCOPES (SCAN), extra COMBINER min)",
+    );
+    let shown = exec(&mut ex, "SHOW CREATE TABLE t");
+    let t = client.table_schema("/t").expect("schema");
+    let its: Vec<(&str, u16, &[IterScope])> = t
+        .iterators
+        .iter()
+        .map(|i: &IteratorSpec| (i.name.as_str(), i.priority, i.scopes.as_slice()))
+        .collect();
+    use IterScope::*;
+    assert_eq!(
+        its,
+        vec![
+            ("old", 20, &[Scan, Minor, Major][..]),
+            ("tmp", 10, &[Major][..]),
+            ("rows", 10, &[Scan][..]),
+            ("first", 30, &[Scan][..]),
+        ],
+        "{shown}"
+    );
+    for want in [
+        "total COMBINER sum(ENCODING = 'fixed64')",
+        "docs COMBINER uid_set(MAX = '20') APPEND_ONLY",
+        "ITERATOR old = age_off(TTL = '30 DAYS') SCOPES (SCAN, MINOR, MAJOR) PRIORITY 20",
+        r"ITERATOR tmp = value_regex(NEGATE = 'true', REGEX = '^tmp\d') SCOPES (MAJOR) PRIORITY 10",
+    ] {
+        assert!(shown.contains(want), "{want:?} not in\n{shown}");
+    }
+    let again = shown.replacen("CREATE TABLE t ", "CREATE TABLE u ", 1);
+    assert_ne!(again, shown);
+    exec(&mut ex, &again);
+    let u = client.table_schema("/u").expect("schema");
+    assert_eq!(u.families, t.families);
+    assert_eq!(u.access_groups, t.access_groups);
+    assert_eq!(u.iterators, t.iterators);
+    assert_eq!(exec(&mut ex, "SHOW CREATE TABLE u"), again);
+    // DROP ITERATOR removes exactly that one; an absent one is named.
+    exec(&mut ex, "ALTER TABLE u DROP ITERATOR tmp");
+    let names: Vec<String> = client
+        .table_schema("/u")
+        .expect("schema")
+        .iterators
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(names, ["old", "rows", "first"]);
+    let s = parse_statement("ALTER TABLE u DROP ITERATOR tmp").expect("parse");
+    let e = ex
+        .execute(&s, &mut Vec::new())
+        .expect_err("absent iterator");
+    assert_eq!(e.to_string(), "iterator 'tmp' does not exist in table '/u'");
+}
