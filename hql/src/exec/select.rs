@@ -440,3 +440,69 @@ pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Re
     }
     Ok(cells)
 }
+
+#[cfg(test)]
+mod tests {
+    use common::iterators::ValueTest;
+    use common::scan_spec::QualifierMatch;
+
+    use super::*;
+    use crate::ast::Statement;
+
+    fn query(schema: &TableSchema, hql: &str) -> Query {
+        let Ok(Statement::Select(s)) = crate::parse_statement(hql) else {
+            panic!("not a select: {hql}")
+        };
+        build_query(schema, "/t", &s.columns, &s.predicates).expect("query")
+    }
+
+    fn schema() -> TableSchema {
+        let mut s = TableSchema::new(1, "/t");
+        s.add_family("a");
+        s.add_family("b");
+        s
+    }
+
+    #[test]
+    fn value_predicates_go_to_the_server_with_the_columns_to_show() {
+        let s = schema();
+        let q = query(
+            &s,
+            r#"SELECT a:x FROM t WHERE b:z = "6" OR a =^ "p" OR EXISTS(b)"#,
+        );
+        assert!(q.has_value_predicates);
+        let spec = q.spec.expect("spec");
+        // The predicates' families are read too; only the selected column is shown.
+        let read: Vec<(u8, bool)> = spec
+            .columns
+            .iter()
+            .map(|c| (c.family, matches!(c.qualifier, QualifierMatch::All)))
+            .collect();
+        assert_eq!(read, [(1, false), (1, true), (2, true)]);
+        let vp = spec.value_predicates.expect("value predicates");
+        assert_eq!(vp.output.len(), 1);
+        assert_eq!(vp.output[0].family, 1);
+        assert!(matches!(&vp.output[0].qualifier, QualifierMatch::Exact(q) if q == b"x"));
+        assert_eq!(vp.tests.len(), 3);
+        assert_eq!(vp.tests[0].family, 2);
+        assert_eq!(vp.tests[0].qualifier.as_deref(), Some(&b"z"[..]));
+        assert!(matches!(&vp.tests[0].test, ValueTest::Equals(v) if v == b"6"));
+        assert_eq!(vp.tests[1].qualifier, None);
+        assert!(matches!(&vp.tests[1].test, ValueTest::Prefix(p) if p == b"p"));
+        assert!(matches!(vp.tests[2].test, ValueTest::Exists));
+    }
+
+    #[test]
+    fn without_selected_columns_every_cell_read_is_shown() {
+        let s = schema();
+        let q = query(&s, r#"SELECT * FROM t WHERE REGEXP(a, "^[0-9]+$")"#);
+        let spec = q.spec.expect("spec");
+        assert!(spec.columns.is_empty());
+        let vp = spec.value_predicates.expect("value predicates");
+        assert!(vp.output.is_empty());
+        assert!(matches!(&vp.tests[0].test, ValueTest::Regex(r) if r.is_match(b"42")));
+        let q = query(&s, r#"SELECT * FROM t WHERE ROW = "r""#);
+        assert!(!q.has_value_predicates);
+        assert!(q.spec.expect("spec").value_predicates.is_none());
+    }
+}
