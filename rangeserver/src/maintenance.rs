@@ -480,6 +480,7 @@ pub(crate) fn compact_locked(
                 now_ns,
                 schema: table.shared_schema.clone(),
                 budget: Budget::unlimited(),
+                combined: table.combined_families(),
             };
             let stack = table_stack(
                 visible,
@@ -590,6 +591,7 @@ fn partial_stack(
         now_ns: inner.opts().clock.now_ns(),
         schema: table.shared_schema.clone(),
         budget: Budget::unlimited(),
+        combined: table.combined_families(),
     };
     let stack = table_stack(Box::new(CellKv::new(combined, None)), &its, registry, &env)?;
     Ok(Box::new(KvCell::new(stack)))

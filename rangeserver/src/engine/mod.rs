@@ -130,6 +130,13 @@ impl TableInfo {
         info
     }
 
+    /// The families whose versions are combined.
+    pub(crate) fn combined_families(&self) -> crate::iterators::Families {
+        crate::iterators::Families::of(
+            (1..=255u8).filter(|&f| self.combiners[f as usize].is_some()),
+        )
+    }
+
     /// The error a scan or major compaction meets when the schema names a kind this engine
     /// lacks.
     pub(crate) fn check_kinds(&self) -> Result<()> {
@@ -275,6 +282,11 @@ impl Engine {
     /// The schema of one table.
     pub fn schema(&self, table_id: u32) -> Result<TableSchema> {
         Ok(self.inner.table(table_id)?.schema.clone())
+    }
+
+    /// The iterator and combiner kinds this engine can run (`EngineOptions::registry`).
+    pub fn registry(&self) -> &Arc<crate::iterators::Registry> {
+        &self.inner.opts().registry
     }
 
     /// Runs a compaction of every range of a table (of the whole engine with `None`) and waits.

@@ -101,6 +101,7 @@ impl Engine {
                 now_ns: now,
                 schema: table.shared_schema.clone(),
                 budget: budget.clone(),
+                combined: table.combined_families(),
             },
             table: table.clone(),
             iterators: spec.iterators.clone(),

@@ -31,6 +31,8 @@ pub struct FilterIter {
     budget: Budget,
     /// Row skips are allowed (no delete marker needs keeping: scans and major compactions).
     row_skips: bool,
+    /// Families passed unjudged: partial cells of combined families in the MINOR scope.
+    pass: Families,
     range: SeekRange,
     families: Families,
     /// Stopped with the budget spent, standing on this unjudged cell.
@@ -44,6 +46,11 @@ impl FilterIter {
             accept,
             budget: env.budget.clone(),
             row_skips: env.scope != IterScope::Minor,
+            pass: if env.scope == IterScope::Minor {
+                env.combined
+            } else {
+                Families::none()
+            },
             range: SeekRange::all(),
             families: Families::all(),
             stopped: None,
@@ -53,7 +60,7 @@ impl FilterIter {
     fn settle(&mut self) -> Result<()> {
         while self.src.valid() {
             let k = KeyRef::from_trusted(self.src.key())?;
-            if k.flag().is_delete() {
+            if k.flag().is_delete() || self.pass.contains(k.family()) {
                 return Ok(());
             }
             let v = (self.accept)(&k, self.src.value());
@@ -103,6 +110,7 @@ impl KvIter for FilterIter {
             accept: self.accept.clone(),
             budget: self.budget.clone(),
             row_skips: self.row_skips,
+            pass: self.pass,
             range: SeekRange::all(),
             families: Families::all(),
             stopped: None,

@@ -236,6 +236,11 @@ pub struct IterEnv {
     pub schema: Arc<TableSchema>,
     /// Shared by every iterator of one stack.
     pub budget: Budget,
+    /// Families whose versions are combined (combiner families, COUNTER among them). In the
+    /// MINOR scope their cells are partial (not yet combined with versions in other files), so
+    /// the built-in filters pass them and judge them once combined, in scans and major
+    /// compactions.
+    pub combined: Families,
 }
 
 /// A kind of stack iterator (filter, row iterator, ...), registered by name.
