@@ -7,7 +7,9 @@
 //! `WholeRowIterator` rule, which makes re-seeking from a returned key safe). The value
 //! predicate filter judges the part of the row it is given instead, as a cell interval asks.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::ops::Bound;
+use std::sync::Arc;
 
 use common::TableSchema;
 use common::iterators::{ValuePredicates, ValueTest};
@@ -361,9 +363,71 @@ impl RowLogic for CountCells {
 
 // ---- column value predicates ----
 
+/// Value tests, any of which may match, resolved so that a cell is judged in about constant
+/// time however many tests there are: exact values in a hash set, prefixes in a prefix-free
+/// sorted set (the only member that can prefix a value is the greatest one not above it).
+#[derive(Default)]
+struct ValueTests {
+    exists: bool,
+    exact: HashSet<Vec<u8>>,
+    prefixes: BTreeSet<Vec<u8>>,
+    regexes: Vec<regex::bytes::Regex>,
+}
+
+impl ValueTests {
+    fn add(&mut self, test: &ValueTest) {
+        match test {
+            ValueTest::Exists => self.exists = true,
+            ValueTest::Equals(v) => {
+                self.exact.insert(v.clone());
+            }
+            ValueTest::Regex(r) => self.regexes.push(r.clone()),
+            ValueTest::Prefix(p) => {
+                if self.has_prefix_of(p) {
+                    return;
+                }
+                // Longer prefixes that `p` covers go: the set stays prefix-free.
+                let covered: Vec<Vec<u8>> = self
+                    .prefixes
+                    .range::<[u8], _>((Bound::Included(p.as_slice()), Bound::Unbounded))
+                    .take_while(|q| q.starts_with(p))
+                    .cloned()
+                    .collect();
+                for q in covered {
+                    self.prefixes.remove(&q);
+                }
+                self.prefixes.insert(p.clone());
+            }
+        }
+    }
+
+    fn has_prefix_of(&self, v: &[u8]) -> bool {
+        self.prefixes
+            .range::<[u8], _>((Bound::Unbounded, Bound::Included(v)))
+            .next_back()
+            .is_some_and(|p| v.starts_with(p))
+    }
+
+    fn matches(&self, v: &[u8]) -> bool {
+        self.exists
+            || self.exact.contains(v)
+            || self.has_prefix_of(v)
+            || self.regexes.iter().any(|r| r.is_match(v))
+    }
+}
+
+/// The tests on one family: those on any qualifier and those on one qualifier.
+#[derive(Default)]
+struct FamilyTests {
+    any_qualifier: ValueTests,
+    by_qualifier: HashMap<Vec<u8>, ValueTests>,
+}
+
 /// The filter of HQL's column value predicates (see `common::iterators::ValuePredicates`).
 pub struct ValuePredicateRows {
     preds: ValuePredicates,
+    /// Per family id.
+    tests: Arc<Vec<Option<FamilyTests>>>,
     cells: Vec<(Vec<u8>, Vec<u8>)>,
     bytes: usize,
     matched: bool,
@@ -372,10 +436,19 @@ pub struct ValuePredicateRows {
 impl ValuePredicateRows {
     /// The filter over `src`.
     pub fn build(src: Box<dyn KvIter>, preds: ValuePredicates, budget: Budget) -> Box<dyn KvIter> {
+        let mut tests: Vec<Option<FamilyTests>> = (0..256).map(|_| None).collect();
+        for t in &preds.tests {
+            let f = tests[t.family as usize].get_or_insert_with(FamilyTests::default);
+            match &t.qualifier {
+                None => f.any_qualifier.add(&t.test),
+                Some(q) => f.by_qualifier.entry(q.clone()).or_default().add(&t.test),
+            }
+        }
         Box::new(RowIter::new(
             src,
             Box::new(ValuePredicateRows {
                 preds,
+                tests: Arc::new(tests),
                 cells: Vec::new(),
                 bytes: 0,
                 matched: false,
@@ -388,16 +461,14 @@ impl ValuePredicateRows {
         if k.flag().is_delete() {
             return false;
         }
-        self.preds.tests.iter().any(|t| {
-            t.family == k.family()
-                && t.qualifier.as_deref().is_none_or(|q| q == &*k.qualifier())
-                && match &t.test {
-                    ValueTest::Exists => true,
-                    ValueTest::Equals(e) => v == e.as_slice(),
-                    ValueTest::Prefix(p) => v.starts_with(p),
-                    ValueTest::Regex(r) => r.is_match(v),
-                }
-        })
+        let Some(f) = &self.tests[k.family() as usize] else {
+            return false;
+        };
+        f.any_qualifier.matches(v)
+            || (!f.by_qualifier.is_empty()
+                && f.by_qualifier
+                    .get(&*k.qualifier())
+                    .is_some_and(|t| t.matches(v)))
     }
 
     fn shown(&self, k: &KeyRef<'_>) -> bool {
@@ -414,6 +485,7 @@ impl RowLogic for ValuePredicateRows {
     fn fresh(&self) -> Box<dyn RowLogic> {
         Box::new(ValuePredicateRows {
             preds: self.preds.clone(),
+            tests: self.tests.clone(),
             cells: Vec::new(),
             bytes: 0,
             matched: false,
