@@ -56,6 +56,8 @@ pub struct RowIter {
     /// this key passed the source: a seek back to exactly this key goes on in that row rather
     /// than skipping to the next.
     resume_at: Option<Vec<u8>>,
+    /// The current row's encoded prefix (a buffer kept from row to row).
+    row: Vec<u8>,
 }
 
 impl RowIter {
@@ -69,6 +71,7 @@ impl RowIter {
             out: VecDeque::new(),
             yielded: None,
             resume_at: None,
+            row: Vec::new(),
         }
     }
 
@@ -79,12 +82,12 @@ impl RowIter {
                 self.resume_at = self.yielded.clone();
                 return Ok(());
             }
-            let row = {
-                let k = KeyRef::from_trusted(self.src.key())?;
-                k.row_prefix().to_vec()
-            };
+            let mut row = std::mem::take(&mut self.row);
+            row.clear();
+            row.extend_from_slice(KeyRef::from_trusted(self.src.key())?.row_prefix());
             self.budget.hold();
             let r = self.read_row(&row);
+            self.row = row;
             self.budget.release();
             let complete = r?;
             self.logic.end(complete, &mut self.out);
@@ -428,7 +431,9 @@ pub struct ValuePredicateRows {
     preds: ValuePredicates,
     /// Per family id.
     tests: Arc<Vec<Option<FamilyTests>>>,
+    /// Buffers for the current row's shown cells; the first `used` hold them.
     cells: Vec<(Vec<u8>, Vec<u8>)>,
+    used: usize,
     bytes: usize,
     matched: bool,
 }
@@ -450,6 +455,7 @@ impl ValuePredicateRows {
                 preds,
                 tests: Arc::new(tests),
                 cells: Vec::new(),
+                used: 0,
                 bytes: 0,
                 matched: false,
             }),
@@ -487,6 +493,7 @@ impl RowLogic for ValuePredicateRows {
             preds: self.preds.clone(),
             tests: self.tests.clone(),
             cells: Vec::new(),
+            used: 0,
             bytes: 0,
             matched: false,
         })
@@ -495,7 +502,7 @@ impl RowLogic for ValuePredicateRows {
         false
     }
     fn begin(&mut self) {
-        self.cells.clear();
+        self.used = 0;
         self.bytes = 0;
         self.matched = false;
     }
@@ -513,15 +520,28 @@ impl RowLogic for ValuePredicateRows {
                     String::from_utf8_lossy(&k.row())
                 )));
             }
-            self.cells.push((key.to_vec(), value.to_vec()));
+            // The row's buffers are reused from row to row: a row that does not match costs
+            // no allocation.
+            if self.used == self.cells.len() {
+                self.cells.push((Vec::new(), Vec::new()));
+            }
+            let (k2, v2) = &mut self.cells[self.used];
+            k2.clear();
+            k2.extend_from_slice(key);
+            v2.clear();
+            v2.extend_from_slice(value);
+            self.used += 1;
         }
         Ok(true)
     }
     fn end(&mut self, _complete: bool, out: &mut VecDeque<(Vec<u8>, Vec<u8>)>) {
         if self.matched {
-            out.extend(self.cells.drain(..));
-        } else {
-            self.cells.clear();
+            out.extend(self.cells[..self.used].iter().cloned());
+        }
+        self.used = 0;
+        // Keep the buffers of ordinary rows, not of a huge one.
+        if self.cells.len() > 1024 {
+            self.cells.truncate(1024);
         }
     }
 }
