@@ -3,10 +3,12 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use rangeserver::iterators::Registry;
 
 use crate::signal::wait_for_signal;
 
@@ -104,7 +106,8 @@ pub fn master(args: MasterArgs) -> anyhow::Result<()> {
 /// each start, with its engine at `/servers/rs<N>` on the shared file system, registered under
 /// `/ht/servers/rs<N>` with an exclusive lock it holds while it lives. Exits with status 3 at
 /// once, without closing anything, when its Hyperspace session expires.
-pub fn rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
+/// Its engine runs the kinds of `registry`.
+pub fn rangeserver(args: RangeserverArgs, registry: &Arc<Registry>) -> anyhow::Result<()> {
     use rangeserver::engine::{Engine, EngineOptions};
     use rangeserver::server::membership::{Ended, Incarnation, MembershipOptions};
     use rangeserver::server::{RangeServerOptions, RangeServerService, SERVER_NAME};
@@ -120,7 +123,10 @@ pub fn rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
         anyhow::Ok((me, fs))
     })?;
     let root = me.root();
-    let mut options = EngineOptions::default();
+    let mut options = EngineOptions {
+        registry: registry.clone(),
+        ..EngineOptions::default()
+    };
     if let Some(split) = args.split_bytes {
         options.split_size_bytes = split;
         // Caches are written out before they alone could pass the split size.
