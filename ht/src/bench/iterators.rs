@@ -83,6 +83,9 @@ pub struct IteratorsArgs {
     /// Skip the filtered cluster scan.
     #[arg(long)]
     no_cluster: bool,
+    /// Skip the sum comparison (only the filtered cluster scan).
+    #[arg(long)]
+    no_sum: bool,
     /// Print the result line instead of appending it to bench/RESULTS.md.
     #[arg(long)]
     no_record: bool,
@@ -145,7 +148,7 @@ pub fn run(args: IteratorsArgs) -> anyhow::Result<()> {
         KEEP_PREFIX.len()
     );
     let script = super::repo_path(&args.rocksdb_script);
-    if !args.no_rocksdb && !script.exists() {
+    if !args.no_sum && !args.no_rocksdb && !script.exists() {
         bail!(
             "RocksDB script {} not found (use --rocksdb-script or --no-rocksdb)",
             script.display()
@@ -173,7 +176,7 @@ pub fn run(args: IteratorsArgs) -> anyhow::Result<()> {
     );
     let mut ht_runs = Vec::new();
     let mut rdb_runs = Vec::new();
-    for run in 1..=args.runs {
+    for run in (1..=args.runs).filter(|_| !args.no_sum) {
         let ht = sum_run(&args, &base.join(format!("ht-{run}")), &rt)?;
         println!(
             "run {run} ht:      ingest {:.0}/s, reads {:.0}/s (sums checked)",
