@@ -65,13 +65,17 @@ pub struct IteratorsArgs {
     #[arg(long, default_value_t = 100)]
     scan_value_bytes: usize,
     /// Range servers of the local cluster.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 1)]
     rangeservers: usize,
+    /// Range servers split a range once it holds more than this many bytes (default: the
+    /// engine's 512 MiB, so the scan table stays one range).
+    #[arg(long = "split-bytes")]
+    split_bytes: Option<u64>,
     /// ht/RocksDB pairs, and server/client pairs of filtered scans.
     #[arg(long, default_value_t = 3)]
     runs: u32,
     /// A small size for a smoke run: 1,000 keys, 200,000 increments, 10,000 reads, a scan of
-    /// 20,000 cells on one range server, one run of each.
+    /// 20,000 cells, one run of each.
     #[arg(long)]
     quick: bool,
     /// Where the data goes (default: a temporary directory under /tmp).
@@ -105,7 +109,6 @@ impl IteratorsArgs {
             self.merges = 200_000;
             self.reads = 10_000;
             self.scan_cells = 20_000;
-            self.rangeservers = 1;
             self.runs = 1;
         }
         self
@@ -438,14 +441,22 @@ fn cluster_scans(args: &IteratorsArgs, dir: &Path) -> anyhow::Result<Vec<(ScanRu
         masters: 1,
         dfs: None,
         chunkservers: None,
-        split_bytes: None,
+        split_bytes: args.split_bytes,
         master_poll_ms: None,
         wait_secs: 60,
     })?;
     let result = (|| {
-        let client = crate::cluster_cmd::connect(dir)?;
-        let client: &dyn client::Client = &client;
+        let cluster = crate::cluster_cmd::connect(dir)?;
+        let client: &dyn client::Client = &cluster;
         let family = load_scan_table(args, client)?;
+        let locations = cluster.table_locations(SCAN_TABLE)?;
+        let servers: std::collections::BTreeSet<&str> =
+            locations.iter().map(|l| l.location.as_str()).collect();
+        eprintln!(
+            "  cluster: the table is {} ranges on {} range servers",
+            locations.len(),
+            servers.len()
+        );
         let expected = args.scan_cells.div_ceil(MATCH_EVERY);
         let keep = keep_value(args.scan_value_bytes);
         let mut pairs = Vec::new();
