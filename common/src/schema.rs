@@ -223,6 +223,11 @@ pub enum SchemaError {
     BadCombiner(String),
     #[error("column family '{0}' cannot be both COUNTER and COMBINER")]
     CounterAndCombiner(String),
+    #[error(
+        "APPEND_ONLY column family '{0}' cannot have a TTL (a partial compaction would carry an \
+         expired value into a newer combined one)"
+    )]
+    AppendOnlyTtl(String),
     #[error("{0}")]
     Iterators(#[from] IteratorSettingError),
     #[error("unknown column family '{0}'")]
@@ -317,6 +322,9 @@ impl TableSchema {
             }
             if f.combiner.is_some() && (f.max_versions != 0 || f.time_order == TimeOrder::Desc) {
                 return Err(SchemaError::BadCombiner(f.name.clone()));
+            }
+            if f.append_only && f.ttl_secs != 0 {
+                return Err(SchemaError::AppendOnlyTtl(f.name.clone()));
             }
         }
         if self.families.iter().all(|f| f.deleted) {

@@ -90,6 +90,13 @@ impl std::fmt::Debug for EmbeddedClient {
 }
 
 impl EmbeddedClient {
+    /// Refuses a schema naming an iterator or combiner kind the engine's registry lacks, or
+    /// options the kind refuses (the engine itself accepts unknown kinds, so that a table
+    /// written by a binary with more kinds still opens; DDL here must not create one).
+    fn check_kinds(&self, schema: &TableSchema) -> Result<()> {
+        Ok(self.engine.registry().check_schema(schema)?)
+    }
+
     /// Opens (creating) the database in `data_dir`.
     pub fn open(data_dir: impl AsRef<Path>, opts: EmbeddedOptions) -> Result<Self> {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -328,6 +335,7 @@ impl Client for EmbeddedClient {
     fn create_table(&self, path: &str, mut schema: TableSchema) -> Result<TableSchema> {
         let _g = self.ddl.lock();
         let path = self.new_name(path)?;
+        self.check_kinds(&schema)?;
         // Ids are never reused: the counter moves on before the table exists.
         let next = self.hs(self.hs.attr_incr(HT_ROOT, NEXT_TABLE_ID, 1))?;
         let next = u32::try_from(next).map_err(|_| {
@@ -358,6 +366,7 @@ impl Client for EmbeddedClient {
         schema.id = id;
         schema.name = old.name;
         schema.generation = old.generation + 1;
+        self.check_kinds(&schema)?;
         self.engine.alter_table(schema.clone())?;
         Ok(schema)
     }

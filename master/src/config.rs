@@ -11,6 +11,9 @@ use rpc::ClusterCredentials;
 
 use crate::balance;
 
+/// The kinds of server-side iterators and combiners (the range server's registry).
+pub use rangeserver::iterators::Registry;
+
 /// Settings of a master process.
 pub struct MasterConfig {
     pub hyperspace: Vec<SocketAddr>,
@@ -32,6 +35,11 @@ pub struct MasterConfig {
     /// The control loop's clock: the balancer's cooldown, load rates, how long a DDL request
     /// has waited, recovery times.
     pub clock: Arc<dyn Clock>,
+    /// The iterator and combiner kinds the master checks schemas with (kinds and options) at
+    /// CREATE and ALTER TABLE, before it checks that every live range server knows them. The
+    /// master runs in the same `ht` binary as the range servers, so it is given the same
+    /// registry; default: the built-ins.
+    pub registry: Arc<Registry>,
 }
 
 impl MasterConfig {
@@ -58,6 +66,7 @@ impl MasterConfig {
             },
             request_queue: 256,
             clock: system_clock(),
+            registry: Arc::new(Registry::builtins()),
         }
     }
 }

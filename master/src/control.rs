@@ -44,6 +44,8 @@ pub(crate) struct Master {
     pub(crate) load_cooldown: balance::LoadCooldown,
     /// The clock every "now" of the control loop is read from (`MasterConfig::clock`).
     pub(crate) clock: Arc<dyn Clock>,
+    /// The kinds schemas are checked with (`MasterConfig::registry`).
+    pub(crate) registry: Arc<rangeserver::iterators::Registry>,
     /// Set by `start_op` when the operation it logged stopped at a retryable error: its
     /// sequence number and the answer its request gets once it finishes.
     pub(crate) deferred: Option<(u64, Answer)>,

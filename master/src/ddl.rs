@@ -248,6 +248,8 @@ impl Master {
         if self.live().is_empty() {
             return Err(unavailable("no live range server to hold the table".into()));
         }
+        schema.name = path.clone();
+        self.check_kinds(&schema).await?;
         let id = self
             .hs
             .attr_incr(HT, NEXT_TABLE_ID, 1)
@@ -294,6 +296,7 @@ impl Master {
         schema
             .validate()
             .map_err(|e| ClientError::InvalidInput(e.to_string()))?;
+        self.check_kinds(&schema).await?;
         // The first server that holds the table checks the change as the embedded engine
         // would; a refusal there changes nothing.
         if let Some(first) = self.holder_of(id) {

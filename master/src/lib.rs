@@ -14,6 +14,7 @@ mod config;
 mod control;
 mod ddl;
 mod hs;
+mod kinds;
 mod metadata;
 pub mod ops;
 mod ranges;
@@ -28,7 +29,7 @@ use proto::master::MasterStatus;
 use proto::rs::client::RsError;
 use tokio::sync::oneshot;
 
-pub use config::MasterConfig;
+pub use config::{MasterConfig, Registry};
 pub(crate) use control::Master;
 pub use run::run;
 

@@ -70,6 +70,7 @@ pub async fn run(config: MasterConfig, mut stop: watch::Receiver<bool>) -> Resul
         load: balance::LoadMeter::default(),
         load_cooldown: balance::LoadCooldown::new(config.clock.clone()),
         clock: config.clock.clone(),
+        registry: config.registry.clone(),
         deferred: None,
         waiting: Vec::new(),
     };

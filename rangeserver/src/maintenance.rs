@@ -18,9 +18,11 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::cellcache::CellCache;
 use crate::cellstore::{CellStore, CellStoreOptions, CellStoreWriter};
-use crate::engine::{CompactionKind, Engine, Inner, family_rules, range_key};
+use crate::engine::{CompactionKind, Engine, Inner, TableInfo, family_rules, range_key};
 use crate::error::{Error, Result};
 use crate::iter::CellIter;
+use crate::iterators::stack::{CellKv, KvCell, PartialCombine, table_stack};
+use crate::iterators::{Budget, IterEnv, IterScope};
 use crate::merge::{BoundedIter, MergeIter};
 use crate::meta::MetaOp;
 use crate::range::{AccessGroup, GroupState, Range, copy_cache_range, source_of};
@@ -416,8 +418,10 @@ pub(crate) fn compact_locked(
             }
             let st = g.state();
             let frozen = st.frozen.clone().expect("frozen after freeze");
-            let mut src = BoundedIter::new(frozen.iter(), bounds.0, bounds.1);
-            let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut src)?;
+            let raw = Box::new(BoundedIter::new(frozen.iter(), bounds.0, bounds.1));
+            let table = inner.table(range.table_id)?;
+            let mut src = partial_stack(inner, &table, raw)?;
+            let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut *src)?;
             let mut stores = st.stores.clone();
             stores.extend(new);
             commit_group(
@@ -446,14 +450,21 @@ pub(crate) fn compact_locked(
                 return Ok(());
             }
             let table = inner.table(range.table_id)?;
-            let rules = family_rules(&table.schema, &ScanSpec::default());
+            // A combiner or iterator this server lacks would be left out of what is written
+            // for good: the compaction waits for a server that has it.
+            table
+                .check_kinds()
+                .map_err(|e| Error::InvalidInput(format!("major compaction deferred: {e}")))?;
+            let rules = family_rules(&table, &ScanSpec::default());
+            let now_ns = inner.opts().clock.now_ns();
             let vopts = VisibleOptions {
                 families: Arc::new(rules),
                 time_start: i64::MIN,
                 time_end: i64::MAX,
-                now_ns: inner.opts().clock.now_ns(),
+                now_ns,
                 return_deletes: false,
                 mode: Mode::MajorCompaction,
+                snapshot_rev: i64::MAX,
             };
             let raw = source_of(
                 &GroupState {
@@ -463,7 +474,21 @@ pub(crate) fn compact_locked(
                 bounds,
                 false,
             );
-            let mut src = VisibleCells::new(raw, vopts);
+            let visible = Box::new(CellKv::new(Box::new(VisibleCells::new(raw, vopts)), None));
+            let env = IterEnv {
+                scope: IterScope::Major,
+                now_ns,
+                schema: table.shared_schema.clone(),
+                budget: Budget::unlimited(),
+                combined: table.combined_families(),
+            };
+            let stack = table_stack(
+                visible,
+                &table.schema.iterators,
+                &inner.opts().registry,
+                &env,
+            )?;
+            let mut src = KvCell::new(stack);
             let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut src)?;
             let stores: Vec<Arc<CellStore>> = new.into_iter().collect();
             let frozen_bytes = st.frozen.as_ref().map_or(0, |f| f.memory_bytes());
@@ -503,8 +528,14 @@ fn merge_stores(inner: &Inner, range: &Range, gi: usize, min_stores: usize) -> R
         .iter()
         .map(|s| Box::new(s.scanner(false)) as Box<dyn CellIter>)
         .collect();
-    let mut src = BoundedIter::new(MergeIter::new(children), bounds.0, bounds.1);
-    let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut src)?;
+    let raw = Box::new(BoundedIter::new(
+        MergeIter::new(children),
+        bounds.0,
+        bounds.1,
+    ));
+    let table = inner.table(range.table_id)?;
+    let mut src = partial_stack(inner, &table, raw)?;
+    let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut *src)?;
     let stores: Vec<Arc<CellStore>> = new.into_iter().collect();
     commit_group(
         inner,
@@ -519,6 +550,51 @@ fn merge_stores(inner: &Inner, range: &Range, gi: usize, min_stores: usize) -> R
     retire_stores(inner, &st.stores, &stores);
     inner.counters().count_compaction(CompactionKind::Merging);
     Ok(())
+}
+
+/// What a partial (minor or merging) compaction writes of `raw`: APPEND_ONLY combiner families
+/// combined, then the table's MINOR-scope iterators. Delete markers pass through both. A kind
+/// this server lacks is left out: partial-scope kinds only drop or merge cells, so without it
+/// the output keeps more, and loses nothing.
+fn partial_stack(
+    inner: &Inner,
+    table: &TableInfo,
+    raw: Box<dyn CellIter>,
+) -> Result<Box<dyn CellIter>> {
+    let combiners: Vec<_> = (0..256usize)
+        .map(|f| {
+            let append_only = table
+                .schema
+                .family_by_id(f as u8)
+                .is_some_and(|s| s.append_only && !s.deleted);
+            table.combiners[f].clone().filter(|_| append_only)
+        })
+        .collect();
+    let combined: Box<dyn CellIter> = if combiners.iter().any(Option::is_some) {
+        Box::new(PartialCombine::new(raw, combiners))
+    } else {
+        raw
+    };
+    let registry = &inner.opts().registry;
+    let its: Vec<_> = table
+        .schema
+        .iterators
+        .iter()
+        .filter(|i| i.scopes.contains(&IterScope::Minor) && registry.iterator(&i.kind).is_some())
+        .cloned()
+        .collect();
+    if its.is_empty() {
+        return Ok(combined);
+    }
+    let env = IterEnv {
+        scope: IterScope::Minor,
+        now_ns: inner.opts().clock.now_ns(),
+        schema: table.shared_schema.clone(),
+        budget: Budget::unlimited(),
+        combined: table.combined_families(),
+    };
+    let stack = table_stack(Box::new(CellKv::new(combined, None)), &its, registry, &env)?;
+    Ok(Box::new(KvCell::new(stack)))
 }
 
 /// A row near the middle of the range's data, from its biggest cell store.

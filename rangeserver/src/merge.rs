@@ -49,6 +49,17 @@ impl<I: CellIter> MergeIter<I> {
     }
 }
 
+impl<I: CellIter> MergeIter<I> {
+    /// Repositions the children with `f` (each child by its index), then picks the smallest:
+    /// a seek that need not move every child (one parked for a family set it does not hold).
+    pub fn seek_with(&mut self, mut f: impl FnMut(usize, &mut I) -> Result<()>) -> Result<()> {
+        for (i, c) in self.children.iter_mut().enumerate() {
+            f(i, c)?;
+        }
+        self.pick()
+    }
+}
+
 impl<I: CellIter> CellIter for MergeIter<I> {
     fn seek(&mut self, key: &[u8]) -> Result<()> {
         for c in &mut self.children {

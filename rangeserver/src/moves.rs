@@ -86,7 +86,13 @@ fn table_for(engine: &Engine, schema: &TableSchema) -> Result<(Arc<TableInfo>, b
             schema.id
         )));
     }
-    Ok((Arc::new(TableInfo::new(schema.clone())), true))
+    Ok((
+        Arc::new(TableInfo::new(
+            schema.clone(),
+            &engine.inner.opts().registry,
+        )),
+        true,
+    ))
 }
 
 /// Builds a range of this engine from a foreign record: a new local id, the record's stores

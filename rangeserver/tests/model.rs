@@ -278,8 +278,10 @@ impl Model {
     }
 
     /// The visible versions of one cell, newest first (deletes, duplicates and TTL applied).
+    /// Versions with equal timestamps: the newest revision wins, except in a counter, where
+    /// each counts (issue 14's rule for every combined family).
     fn versions(&self, row: &str, fam: u8, qual: &str) -> Vec<&Entry> {
-        let (_, ttl, _, _) = family(fam);
+        let (_, ttl, counter, _) = family(fam);
         let mut covered_to = i64::MIN;
         let mut version_deletes = Vec::new();
         for e in self.entries.iter().filter(|e| e.row == row) {
@@ -303,7 +305,9 @@ impl Model {
             })
             .collect();
         ins.sort_by(|x, y| y.ts.cmp(&x.ts).then(y.rev.cmp(&x.rev)));
-        ins.dedup_by_key(|e| e.ts);
+        if !counter {
+            ins.dedup_by_key(|e| e.ts);
+        }
         ins.retain(|e| {
             e.ts > covered_to
                 && !version_deletes.contains(&e.ts)

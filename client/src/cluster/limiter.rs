@@ -6,12 +6,17 @@ use common::ScanSpec;
 
 /// The row limits and offsets of one interval, applied here when its cells come from several
 /// servers (the engine's rule: a row counts when its first cell passes the other filters).
+/// Scan iterators and value predicates run in the servers, before the engine would apply the
+/// limits, so the cells judged here are already their output: counting what arrives is the
+/// engine's count (LIMIT counts matching rows).
 ///
 /// It also remembers where the interval got to, so that a part that breaks off (its range
 /// server died) can resume without repeating a cell: the last cell judged (row, family,
 /// qualifier) and how many of its versions were judged. A resumed part starts again at that
 /// row; [`Limiter::resume`] makes it pass over the cells judged before (cells come in row,
-/// family, qualifier order; versions of one cell in the family's time order).
+/// family, qualifier order; versions of one cell in the family's time order). That holds with
+/// value predicates and row iterators too: they decide per row, and a resumed part starts at a
+/// row's first cell, so the row's output comes again as it came before.
 pub(super) struct Limiter {
     row_limit: u64,
     row_offset: u64,

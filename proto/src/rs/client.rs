@@ -408,6 +408,14 @@ impl RangeServerClient {
         Ok(reply.into())
     }
 
+    /// The server engine's counters and the iterator and combiner kinds it can run
+    /// (`iterator:NAME`, `combiner:NAME`, sorted).
+    pub async fn status_and_kinds(&self) -> Result<(EngineStats, Vec<String>), RsError> {
+        let mut reply: StatusReply = self.call(method::STATUS, &UnitReply {}).await?;
+        let kinds = std::mem::take(&mut reply.kinds);
+        Ok((reply.into(), kinds))
+    }
+
     /// Closes the connection.
     pub async fn close(&self) {
         self.client.close().await;

@@ -9,9 +9,11 @@ use common::scan_spec::{
     CellInterval, CellPos, ColumnSelector, QualifierMatch, RowInterval, ScanSpec,
 };
 
+use common::iterators::{ScanIterator, ValuePredicates};
 use common::status::{EngineStats, RangeInfo};
 
 pub use super::cells::*;
+pub use super::iterators::*;
 
 /// Method names; a change of meaning gets a new name.
 pub mod method {
@@ -302,6 +304,12 @@ pub struct WireScanSpec {
     pub return_deletes: bool,
     #[prost(bool, tag = "16")]
     pub no_cache: bool,
+    /// Scan iterators, run above the table's scan iterators in this order.
+    #[prost(message, repeated, tag = "17")]
+    pub iterators: Vec<WireScanIterator>,
+    /// Column value predicates, run in the range server; absent: none.
+    #[prost(message, optional, tag = "18")]
+    pub value_predicates: Option<WireValuePredicates>,
 }
 
 /// `rs.scan`.
@@ -380,6 +388,11 @@ pub struct StatusReply {
     pub block_cache_hits: u64,
     #[prost(uint64, tag = "11")]
     pub block_cache_misses: u64,
+    /// The iterator and combiner kinds the server can run, as `iterator:NAME` and
+    /// `combiner:NAME`, sorted (`Registry::kind_names`): the master refuses DDL naming a kind
+    /// some live server lacks.
+    #[prost(string, repeated, tag = "12")]
+    pub kinds: Vec<String>,
 }
 
 /// `None` for an empty row: the wire's spelling of an unbounded end.
@@ -444,6 +457,7 @@ impl From<&EngineStats> for StatusReply {
             purged_fragments: s.purged_fragments,
             block_cache_hits: s.block_cache_hits,
             block_cache_misses: s.block_cache_misses,
+            kinds: Vec::new(),
         }
     }
 }
@@ -522,11 +536,44 @@ fn cell_bound_from_wire(b: Option<WireCellBound>) -> Result<Bound<CellPos>, Stri
     })
 }
 
-fn regex_from_wire(pattern: &str) -> Result<regex::bytes::Regex, String> {
+pub(crate) fn regex_from_wire(pattern: &str) -> Result<regex::bytes::Regex, String> {
     regex::bytes::RegexBuilder::new(pattern)
         .size_limit(MAX_REGEX_BYTES)
         .build()
         .map_err(|e| format!("bad regex {pattern:?}: {e}"))
+}
+
+/// A column selector on the wire (scan columns and value predicates' output).
+pub(crate) fn column_to_wire(c: &ColumnSelector) -> WireColumn {
+    let (match_kind, qualifier) = match &c.qualifier {
+        QualifierMatch::All => (0, Vec::new()),
+        QualifierMatch::Exact(q) => (1, q.clone()),
+        QualifierMatch::Prefix(q) => (2, q.clone()),
+        QualifierMatch::Regex(r) => (3, r.as_str().as_bytes().to_vec()),
+    };
+    WireColumn {
+        family: c.family.into(),
+        match_kind,
+        qualifier,
+    }
+}
+
+pub(crate) fn column_from_wire(c: WireColumn) -> Result<ColumnSelector, String> {
+    let qualifier = match c.match_kind {
+        0 => QualifierMatch::All,
+        1 => QualifierMatch::Exact(c.qualifier),
+        2 => QualifierMatch::Prefix(c.qualifier),
+        3 => {
+            let pattern = String::from_utf8(c.qualifier)
+                .map_err(|_| "a qualifier regex is not UTF-8".to_string())?;
+            QualifierMatch::Regex(regex_from_wire(&pattern)?)
+        }
+        k => return Err(format!("unknown qualifier match kind {k}")),
+    };
+    Ok(ColumnSelector {
+        family: family_from_wire(c.family)?,
+        qualifier,
+    })
 }
 
 impl From<&ScanSpec> for WireScanSpec {
@@ -548,23 +595,7 @@ impl From<&ScanSpec> for WireScanSpec {
                     end: Some(cell_bound_to_wire(&i.end)),
                 })
                 .collect(),
-            columns: s
-                .columns
-                .iter()
-                .map(|c| {
-                    let (match_kind, qualifier) = match &c.qualifier {
-                        QualifierMatch::All => (0, Vec::new()),
-                        QualifierMatch::Exact(q) => (1, q.clone()),
-                        QualifierMatch::Prefix(q) => (2, q.clone()),
-                        QualifierMatch::Regex(r) => (3, r.as_str().as_bytes().to_vec()),
-                    };
-                    WireColumn {
-                        family: c.family.into(),
-                        match_kind,
-                        qualifier,
-                    }
-                })
-                .collect(),
+            columns: s.columns.iter().map(column_to_wire).collect(),
             time_start: (s.time_start != i64::MIN).then_some(s.time_start),
             time_end: (s.time_end != i64::MAX).then_some(s.time_end),
             row_regex: s.row_regex.as_ref().map(|r| r.as_str().to_string()),
@@ -578,6 +609,8 @@ impl From<&ScanSpec> for WireScanSpec {
             keys_only: s.keys_only,
             return_deletes: s.return_deletes,
             no_cache: s.no_cache,
+            iterators: s.iterators.iter().map(WireScanIterator::from).collect(),
+            value_predicates: s.value_predicates.as_ref().map(WireValuePredicates::from),
         }
     }
 }
@@ -601,21 +634,7 @@ impl TryFrom<WireScanSpec> for ScanSpec {
         }
         let mut columns = Vec::with_capacity(s.columns.len());
         for c in s.columns {
-            let qualifier = match c.match_kind {
-                0 => QualifierMatch::All,
-                1 => QualifierMatch::Exact(c.qualifier),
-                2 => QualifierMatch::Prefix(c.qualifier),
-                3 => {
-                    let pattern = String::from_utf8(c.qualifier)
-                        .map_err(|_| "a qualifier regex is not UTF-8".to_string())?;
-                    QualifierMatch::Regex(regex_from_wire(&pattern)?)
-                }
-                k => return Err(format!("unknown qualifier match kind {k}")),
-            };
-            columns.push(ColumnSelector {
-                family: family_from_wire(c.family)?,
-                qualifier,
-            });
+            columns.push(column_from_wire(c)?);
         }
         Ok(ScanSpec {
             row_intervals,
@@ -634,8 +653,11 @@ impl TryFrom<WireScanSpec> for ScanSpec {
             keys_only: s.keys_only,
             return_deletes: s.return_deletes,
             no_cache: s.no_cache,
-            iterators: Vec::new(),
-            value_predicates: None,
+            iterators: s.iterators.into_iter().map(ScanIterator::from).collect(),
+            value_predicates: s
+                .value_predicates
+                .map(ValuePredicates::try_from)
+                .transpose()?,
         })
     }
 }

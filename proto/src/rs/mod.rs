@@ -3,6 +3,7 @@
 
 pub mod cells;
 pub mod client;
+pub mod iterators;
 pub mod messages;
 
 /// The certificate name a range server presents (`ht init` issues it).

@@ -93,7 +93,7 @@ impl Engine {
         ops.extend(recs.iter().cloned().map(MetaOp::PutRange));
         ops.push(MetaOp::NextRangeId(inner.catalog().next_range_id()));
         inner.files().write_meta(ops)?;
-        let info = TableInfo::new(schema);
+        let info = TableInfo::new(schema, &inner.opts().registry);
         let table_id = info.schema.id;
         // Its directory marks the root as holding a table even before any cell store exists,
         // so a lost meta log is never taken for a new database (`root_holds_data`).
@@ -123,6 +123,25 @@ impl Engine {
         let old = inner.table(schema.id)?;
         for f in &old.schema.families {
             match schema.family_by_id(f.id) {
+                Some(n)
+                    if !f.deleted
+                        && !n.deleted
+                        && n.effective_combiner() != f.effective_combiner() =>
+                {
+                    return Err(Error::InvalidInput(format!(
+                        "column family '{}': its COUNTER or COMBINER cannot be changed (its \
+                         stored values are in the old combiner's form); add a new family",
+                        f.name
+                    )));
+                }
+                Some(n) if !f.deleted && !n.deleted && n.append_only && !f.append_only => {
+                    return Err(Error::InvalidInput(format!(
+                        "column family '{}': APPEND_ONLY can only be set when a family is \
+                         created (deletes written before may lie in cell stores a partial \
+                         compaction does not read)",
+                        f.name
+                    )));
+                }
                 Some(n) if n.access_group == f.access_group || f.deleted => {}
                 Some(_) => {
                     return Err(Error::InvalidInput(format!(
@@ -191,7 +210,10 @@ impl Engine {
                 ranges.push((range_key(r.table_id, r.end_row.as_deref()), r));
             }
             tables.insert_ranges(ranges);
-            tables.insert(schema.id, Arc::new(TableInfo::new(schema.clone())));
+            tables.insert(
+                schema.id,
+                Arc::new(TableInfo::new(schema.clone(), &inner.opts().registry)),
+            );
             Ok(())
         })
     }

@@ -191,7 +191,23 @@ impl Memory {
 /// Revisions: they follow the clock but strictly increase even if it steps back.
 struct Revisions {
     last: Mutex<i64>,
+    /// The first revision of each batch that has revisions but is not yet in the cell caches
+    /// (locked after `last` when both are taken).
+    in_flight: Mutex<std::collections::BTreeSet<i64>>,
     clock: Arc<dyn Clock>,
+}
+
+/// A batch's revisions, held until the batch is in the cell caches (or failed): while it is
+/// held, [`Inner::snapshot_revision`] stays below the batch's first revision.
+pub(crate) struct Applying<'a> {
+    inner: &'a Inner,
+    pub base: i64,
+}
+
+impl Drop for Applying<'_> {
+    fn drop(&mut self) {
+        self.inner.revisions.in_flight.lock().remove(&self.base);
+    }
 }
 
 /// Cell stores replaced by compactions, deleted once nothing uses them.
@@ -264,6 +280,7 @@ impl Inner {
             catalog: Catalog::new(next_range_id),
             revisions: Revisions {
                 last: Mutex::new(i64::MIN + 1),
+                in_flight: Mutex::new(std::collections::BTreeSet::new()),
                 clock: opts.clock.clone(),
             },
             memory: Memory {
@@ -322,11 +339,24 @@ impl Inner {
 
     /// Allocates `n` consecutive revisions, returning the first. Revisions follow the clock but
     /// strictly increase even if it steps back.
-    pub(crate) fn alloc_revisions(&self, n: usize) -> i64 {
+    pub(crate) fn alloc_revisions(&self, n: usize) -> Applying<'_> {
         let mut last = self.revisions.last.lock();
         let base = self.revisions.clock.now_ns().max(*last + 1);
         *last = base + n as i64 - 1;
-        base
+        self.revisions.in_flight.lock().insert(base);
+        Applying { inner: self, base }
+    }
+
+    /// The revision a scan starting now pins: every batch with revisions up to it is wholly in
+    /// the cell caches, and none above it is seen by the scan, so a batch (a document and its
+    /// index cells) is seen whole or not at all.
+    pub(crate) fn snapshot_revision(&self) -> i64 {
+        let last = self.revisions.last.lock();
+        let in_flight = self.revisions.in_flight.lock();
+        match in_flight.first() {
+            Some(&b) => b - 1,
+            None => *last,
+        }
     }
 
     /// The last revision handed out.

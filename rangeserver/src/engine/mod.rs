@@ -40,6 +40,8 @@ use parking_lot::Mutex;
 
 use crate::commitlog::{CommitLog, LogRecord, Recorder};
 use crate::error::{Error, Result};
+use crate::iterators::Registry;
+use crate::iterators::combine::Combiner;
 use crate::maintenance;
 use crate::meta::{MetaLog, MetaOp};
 use crate::range::Range;
@@ -59,18 +61,92 @@ pub use common::status::{EngineStats, RangeInfo};
 /// A table as the engine knows it.
 pub(crate) struct TableInfo {
     pub schema: TableSchema,
+    /// The schema again, shared with iterators (`IterEnv::schema`).
+    pub shared_schema: Arc<TableSchema>,
     /// Per family id, the index of its access group.
     pub group_of: [Option<u8>; 256],
+    /// Per family id, its combiner (COUNTER families: `counter`), built from the registry.
+    pub combiners: Vec<Option<Arc<dyn Combiner>>>,
+    /// Kinds the schema names that this engine's registry lacks (or whose options it refuses),
+    /// as `combiner:NAME`/`iterator:NAME` with the reason: scans fail, writes to such families
+    /// are refused and major compactions wait, rather than losing data.
+    pub missing_kinds: Vec<String>,
+    /// Some live family is APPEND_ONLY: row deletes are refused.
+    pub append_only: bool,
     /// The family rules of a scan of every column with the schema's versions.
     default_rules: Arc<Vec<FamilyRule>>,
 }
 
 impl TableInfo {
-    pub(crate) fn new(schema: TableSchema) -> Self {
-        Self {
+    pub(crate) fn new(schema: TableSchema, registry: &Registry) -> Self {
+        let mut combiners: Vec<Option<Arc<dyn Combiner>>> = (0..256).map(|_| None).collect();
+        let mut missing_kinds = Vec::new();
+        for f in schema.families.iter().filter(|f| !f.deleted) {
+            let Some(spec) = f.effective_combiner() else {
+                continue;
+            };
+            match registry
+                .combiner(&spec.kind)
+                .map(|k| k.build(&spec.options))
+            {
+                Some(Ok(c)) => combiners[f.id as usize] = Some(c),
+                Some(Err(e)) => missing_kinds.push(format!(
+                    "combiner:{} (column family '{}': {e})",
+                    spec.kind, f.name
+                )),
+                None => missing_kinds.push(format!(
+                    "combiner:{} (column family '{}': not known to this server)",
+                    spec.kind, f.name
+                )),
+            }
+        }
+        for it in &schema.iterators {
+            match registry.iterator(&it.kind) {
+                None => missing_kinds.push(format!(
+                    "iterator:{} (iterator '{}': not known to this server)",
+                    it.kind, it.name
+                )),
+                Some(k) => {
+                    if let Err(e) = k.validate(&it.options, &schema) {
+                        missing_kinds.push(format!(
+                            "iterator:{} (iterator '{}': {e})",
+                            it.kind, it.name
+                        ));
+                    }
+                }
+            }
+        }
+        let append_only = schema.families.iter().any(|f| !f.deleted && f.append_only);
+        let mut info = Self {
             group_of: schema.group_index_by_family(),
-            default_rules: Arc::new(family_rules(&schema, &ScanSpec::default())),
+            shared_schema: Arc::new(schema.clone()),
+            combiners,
+            missing_kinds,
+            append_only,
+            default_rules: Arc::new(Vec::new()),
             schema,
+        };
+        info.default_rules = Arc::new(family_rules(&info, &ScanSpec::default()));
+        info
+    }
+
+    /// The families whose versions are combined.
+    pub(crate) fn combined_families(&self) -> crate::iterators::Families {
+        crate::iterators::Families::of(
+            (1..=255u8).filter(|&f| self.combiners[f as usize].is_some()),
+        )
+    }
+
+    /// The error a scan or major compaction meets when the schema names a kind this engine
+    /// lacks.
+    pub(crate) fn check_kinds(&self) -> Result<()> {
+        match self.missing_kinds.first() {
+            None => Ok(()),
+            Some(k) => Err(Error::InvalidInput(format!(
+                "table {} needs {k}; this server cannot run it (build ht with the kind \
+                 registered, see ht::main_with)",
+                self.schema.name
+            ))),
         }
     }
 }
@@ -206,6 +282,11 @@ impl Engine {
     /// The schema of one table.
     pub fn schema(&self, table_id: u32) -> Result<TableSchema> {
         Ok(self.inner.table(table_id)?.schema.clone())
+    }
+
+    /// The iterator and combiner kinds this engine can run (`EngineOptions::registry`).
+    pub fn registry(&self) -> &Arc<crate::iterators::Registry> {
+        &self.inner.opts().registry
     }
 
     /// Runs a compaction of every range of a table (of the whole engine with `None`) and waits.

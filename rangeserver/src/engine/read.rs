@@ -5,17 +5,21 @@ use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use common::TimeOrder;
+use common::iterators::{IterScope, ScanIterator, ValuePredicates};
 use common::key::{self, KeyRef};
-use common::{TableSchema, TimeOrder};
 
-use super::{Engine, Inner, RangeEnd, RangeMap, ScanCell};
+use super::{Engine, Inner, RangeEnd, RangeMap, ScanCell, TableInfo};
 use crate::error::{Error, Result};
 use crate::iter::CellIter;
+use crate::iterators::rows::ValuePredicateRows;
+use crate::iterators::stack::{scan_stack, table_stack};
+use crate::iterators::{Budget, Families, IterEnv, KvIter, Registry, SeekRange};
 use crate::merge::MergeIter;
-use crate::range::Range;
-use crate::scan::SpecFilter;
+use crate::range::{GroupState, Range, source_of};
 use crate::scan::spec::{QualifierMatch, RowInterval, ScanSpec};
 use crate::scan::visible::{FamilyRule, Mode, VisibleCells, VisibleOptions};
+use crate::scan::{ScanSource, SpecFilter};
 
 impl Engine {
     /// Starts a scan of one table. The scanner reads a snapshot of the table's ranges and their
@@ -24,11 +28,16 @@ impl Engine {
         self.check_open()?;
         let inner = &self.inner;
         let table = inner.table(table_id)?;
+        table.check_kinds()?;
+        let registry = inner.opts().registry.clone();
+        registry.check_scan(&spec.iterators, &table.schema)?;
+        // Pinned before anything is read: a batch is seen whole or not at all.
+        let snapshot_rev = inner.snapshot_revision();
         let now = inner.opts().clock.now_ns();
         let rules = if spec.columns.is_empty() && spec.max_versions == 0 {
             table.default_rules.clone()
         } else {
-            Arc::new(family_rules(&table.schema, spec))
+            Arc::new(family_rules(&table, spec))
         };
         let groups: Vec<usize> = (0..table.schema.access_groups.len())
             .filter(|&gi| {
@@ -44,6 +53,7 @@ impl Engine {
             now_ns: now,
             return_deletes: spec.return_deletes,
             mode: Mode::Scan,
+            snapshot_rev,
         };
         // A scan of one row skips cell stores whose bloom filter rules the row out.
         let only_row = match (
@@ -83,20 +93,42 @@ impl Engine {
                     .collect(),
             }
         };
+        let work_per_block = inner.opts().scan_work_per_block.max(1);
+        let budget = Budget::new(work_per_block);
+        let plan = StackPlan {
+            env: IterEnv {
+                scope: IterScope::Scan,
+                now_ns: now,
+                schema: table.shared_schema.clone(),
+                budget: budget.clone(),
+                combined: table.combined_families(),
+            },
+            table: table.clone(),
+            iterators: spec.iterators.clone(),
+            value_predicates: spec.value_predicates.clone(),
+            registry,
+        };
         let cursor = TableCursor {
             ranges,
             only_row,
             groups,
             vopts,
             fill_cache: !spec.no_cache,
+            plan,
             current: None,
             current_idx: 0,
+            end: None,
             stepped: 0,
         };
-        Ok(TableScanner {
+        let mut sc = TableScanner {
             filter: SpecFilter::new(cursor, spec)?,
             keys_only: spec.keys_only,
-        })
+            budget,
+            work_per_block,
+            pause_on_yield: false,
+        };
+        sc.settle()?;
+        Ok(sc)
     }
 
     /// Scans in a blocking task and streams blocks of at most `block_cells` cells through a
@@ -129,7 +161,7 @@ impl Engine {
         table_id: u32,
         spec: ScanSpec,
         queue_blocks: usize,
-        mut fill: impl FnMut(&mut TableScanner) -> Result<Option<B>> + Send + 'static,
+        fill: impl FnMut(&mut TableScanner) -> Result<Option<B>> + Send + 'static,
     ) -> tokio::sync::mpsc::Receiver<Result<B>> {
         let (tx, rx) = tokio::sync::mpsc::channel(queue_blocks.max(1));
         let e = self.clone();
@@ -141,22 +173,51 @@ impl Engine {
                     return;
                 }
             };
-            loop {
-                match fill(&mut sc) {
-                    Ok(Some(block)) => {
-                        if tx.blocking_send(Ok(block)).is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => return,
-                    Err(err) => {
-                        let _ = tx.blocking_send(Err(err));
-                        return;
-                    }
-                }
-            }
+            sc.pause_on_yield(true);
+            drive_scan(sc, fill, tx);
         });
         rx
+    }
+}
+
+/// Runs a scan's blocks into `tx` until the scan ends, the receiver goes away or the scan's
+/// iterators spend a block's work budget without a cell: then the thread goes back to the pool
+/// and the rest of the scan continues in a new blocking task, behind others waiting for one.
+fn drive_scan<B: Send + 'static>(
+    mut sc: TableScanner,
+    mut fill: impl FnMut(&mut TableScanner) -> Result<Option<B>> + Send + 'static,
+    tx: tokio::sync::mpsc::Sender<Result<B>>,
+) {
+    loop {
+        sc.refill();
+        match fill(&mut sc) {
+            Ok(Some(block)) => {
+                if tx.blocking_send(Ok(block)).is_err() {
+                    return;
+                }
+            }
+            Ok(None) if !sc.yielded() => return,
+            Ok(None) => {}
+            Err(err) => {
+                let _ = tx.blocking_send(Err(err));
+                return;
+            }
+        }
+        if sc.yielded() {
+            if let Ok(h) = tokio::runtime::Handle::try_current() {
+                h.spawn_blocking(move || match sc.resume() {
+                    Ok(()) => drive_scan(sc, fill, tx),
+                    Err(err) => {
+                        let _ = tx.blocking_send(Err(err));
+                    }
+                });
+                return;
+            }
+            if let Err(err) = sc.resume() {
+                let _ = tx.blocking_send(Err(err));
+                return;
+            }
+        }
     }
 }
 
@@ -214,7 +275,8 @@ fn check_covered(map: &RangeMap, table: u32, interval: &RowInterval) -> Result<(
 }
 
 /// The per-family rules of a scan from the schema and the requested columns.
-pub(crate) fn family_rules(schema: &TableSchema, spec: &ScanSpec) -> Vec<FamilyRule> {
+pub(crate) fn family_rules(table: &TableInfo, spec: &ScanSpec) -> Vec<FamilyRule> {
+    let schema = &table.schema;
     let mut rules = vec![FamilyRule::unselected(); 256];
     for f in schema.families.iter().filter(|f| !f.deleted) {
         let selectors: Vec<&QualifierMatch> = spec
@@ -241,22 +303,157 @@ pub(crate) fn family_rules(schema: &TableSchema, spec: &ScanSpec) -> Vec<FamilyR
             qualifiers,
             max_versions,
             ttl_ns: (f.ttl_secs as i64).saturating_mul(1_000_000_000),
-            counter: f.counter,
+            combiner: table.combiners[f.id as usize].clone(),
             time_desc: f.time_order == TimeOrder::Desc,
         };
     }
     rules
 }
 
-/// A cursor over the visible cells of a table, range after range.
+/// One range's data as a scan found it: the groups' states (cell caches and stores) taken
+/// when the range was opened, so deep copies read exactly what the first cursor reads.
+struct RangeSnapshot {
+    groups: Vec<GroupSnap>,
+    bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
+    vopts: VisibleOptions,
+    fill_cache: bool,
+}
+
+struct GroupSnap {
+    state: GroupState,
+    /// The families stored in this group.
+    families: Families,
+}
+
+impl RangeSnapshot {
+    fn take(
+        r: &Range,
+        groups: &[usize],
+        table: &TableInfo,
+        vopts: &VisibleOptions,
+        fill_cache: bool,
+        only_row: Option<&[u8]>,
+    ) -> Self {
+        let groups = groups
+            .iter()
+            .map(|&gi| {
+                let mut state = (*r.groups[gi].state()).clone();
+                if let Some(row) = only_row {
+                    state.stores.retain(|s| s.may_contain_row(row));
+                }
+                let families = Families::of(
+                    (1..=255u8).filter(|&f| table.group_of[f as usize] == Some(gi as u8)),
+                );
+                GroupSnap { state, families }
+            })
+            .collect();
+        Self {
+            groups,
+            bounds: r.key_bounds(),
+            vopts: vopts.clone(),
+            fill_cache,
+        }
+    }
+}
+
+/// The visible cells of one range (all its selected access groups merged): the bottom of every
+/// scan stack.
+struct RangeSource {
+    snap: Arc<RangeSnapshot>,
+    merge: MergeIter<VisibleCells<Box<dyn CellIter>>>,
+    end: Option<Vec<u8>>,
+}
+
+impl RangeSource {
+    fn open(snap: Arc<RangeSnapshot>) -> Self {
+        let children = snap
+            .groups
+            .iter()
+            .map(|g| {
+                let src = source_of(&g.state, snap.bounds.clone(), snap.fill_cache);
+                VisibleCells::new(src, snap.vopts.clone())
+            })
+            .collect();
+        Self {
+            snap,
+            merge: MergeIter::new(children),
+            end: None,
+        }
+    }
+}
+
+impl KvIter for RangeSource {
+    fn seek(&mut self, range: &SeekRange, families: &Families) -> Result<()> {
+        self.end = range.end.clone();
+        let snap = &self.snap;
+        self.merge.seek_with(|i, c| {
+            // Row deletes live in every group, so a group is read only for the families asked.
+            if families.is_all() || snap.groups[i].families.intersects(families) {
+                c.set_mask(*families);
+                c.seek(&range.start)
+            } else {
+                c.park();
+                Ok(())
+            }
+        })
+    }
+    fn valid(&self) -> bool {
+        self.merge.valid() && self.end.as_deref().is_none_or(|e| self.merge.key() < e)
+    }
+    fn key(&self) -> &[u8] {
+        self.merge.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.merge.value()
+    }
+    fn next(&mut self) -> Result<()> {
+        self.merge.next()
+    }
+    fn deep_copy(&self) -> Result<Box<dyn KvIter>> {
+        Ok(Box::new(RangeSource::open(self.snap.clone())))
+    }
+}
+
+/// What every range's stack is built from.
+struct StackPlan {
+    table: Arc<TableInfo>,
+    iterators: Vec<ScanIterator>,
+    value_predicates: Option<ValuePredicates>,
+    registry: Arc<Registry>,
+    env: IterEnv,
+}
+
+impl StackPlan {
+    /// The scan stack over one range: its visible cells, the table's scan iterators by
+    /// priority, the scan's own iterators, then the value predicates.
+    fn build(&self, base: Box<dyn KvIter>) -> Result<Box<dyn KvIter>> {
+        let mut it = table_stack(
+            base,
+            &self.table.schema.iterators,
+            &self.registry,
+            &self.env,
+        )?;
+        it = scan_stack(it, &self.iterators, &self.registry, &self.env)?;
+        if let Some(p) = &self.value_predicates {
+            it = ValuePredicateRows::build(it, p.clone(), self.env.budget.clone());
+        }
+        Ok(it)
+    }
+}
+
+/// A cursor over the visible cells of a table, range after range, each range through its own
+/// iterator stack.
 struct TableCursor {
     ranges: Vec<Arc<Range>>,
     only_row: Option<Vec<u8>>,
     groups: Vec<usize>,
     vopts: VisibleOptions,
     fill_cache: bool,
-    current: Option<MergeIter<VisibleCells<Box<dyn CellIter>>>>,
+    plan: StackPlan,
+    current: Option<Box<dyn KvIter>>,
     current_idx: usize,
+    /// The end of the current seek (over all ranges).
+    end: Option<Vec<u8>>,
     /// Cells stepped over in the current range, not yet added to its `cells_read`.
     stepped: u64,
 }
@@ -272,45 +469,66 @@ impl TableCursor {
         }
     }
 
-    fn open_range(&mut self, idx: usize) {
+    fn open_range(&mut self, idx: usize) -> Result<()> {
         self.count_reads();
         let r = &self.ranges[idx];
-        let children = self
-            .groups
-            .iter()
-            .map(|&gi| {
-                let src = r.group_source(gi, self.fill_cache, self.only_row.as_deref());
-                VisibleCells::new(src, self.vopts.clone())
-            })
-            .collect();
-        self.current = Some(MergeIter::new(children));
+        let snap = RangeSnapshot::take(
+            r,
+            &self.groups,
+            &self.plan.table,
+            &self.vopts,
+            self.fill_cache,
+            self.only_row.as_deref(),
+        );
+        let base = Box::new(RangeSource::open(Arc::new(snap)));
+        self.current = Some(self.plan.build(base)?);
         self.current_idx = idx;
+        Ok(())
     }
 
-    /// Moves on to following ranges until one has a cell.
+    /// The seek range clipped to range `idx`'s rows.
+    fn clipped(&self, idx: usize, start: Vec<u8>) -> SeekRange {
+        let range_end = self.ranges[idx].end_row.as_deref().map(key::row_start);
+        let end = match (&self.end, range_end) {
+            (Some(e), Some(r)) => Some(e.clone().min(r)),
+            (Some(e), None) => Some(e.clone()),
+            (None, r) => r,
+        };
+        SeekRange::new(start, end)
+    }
+
+    /// Moves on to following ranges until one has a cell (or the stack yielded).
     fn settle(&mut self) -> Result<()> {
         while let Some(cur) = &self.current {
-            if cur.valid() || self.current_idx + 1 >= self.ranges.len() {
+            if cur.valid() || cur.yielded().is_some() || self.current_idx + 1 >= self.ranges.len() {
                 return Ok(());
             }
             let next = self.current_idx + 1;
-            self.open_range(next);
             let start = self.ranges[next]
                 .start_row
                 .as_deref()
                 .map(key::row_start)
                 .unwrap_or_default();
-            self.current.as_mut().expect("just opened").seek(&start)?;
+            if self.end.as_deref().is_some_and(|e| start.as_slice() >= e) {
+                return Ok(());
+            }
+            self.open_range(next)?;
+            let r = self.clipped(next, start);
+            self.current
+                .as_mut()
+                .expect("just opened")
+                .seek(&r, &Families::all())?;
         }
         Ok(())
     }
 }
 
-impl CellIter for TableCursor {
-    fn seek(&mut self, target: &[u8]) -> Result<()> {
+impl ScanSource for TableCursor {
+    fn seek(&mut self, range: &SeekRange) -> Result<()> {
         if self.ranges.is_empty() {
             return Ok(());
         }
+        let target = &range.start;
         // The range holding the target's row: the first whose end is past it.
         let idx = if self.ranges.len() == 1 {
             0
@@ -318,15 +536,20 @@ impl CellIter for TableCursor {
             self.ranges
                 .iter()
                 .position(|r| match &r.end_row {
-                    Some(e) => target < key::row_start(e).as_slice(),
+                    Some(e) => target.as_slice() < key::row_start(e).as_slice(),
                     None => true,
                 })
                 .unwrap_or(self.ranges.len() - 1)
         };
         if self.current.is_none() || self.current_idx != idx {
-            self.open_range(idx);
+            self.open_range(idx)?;
         }
-        self.current.as_mut().expect("opened").seek(target)?;
+        self.end = range.end.clone();
+        let r = self.clipped(idx, range.start.clone());
+        self.current
+            .as_mut()
+            .expect("opened")
+            .seek(&r, &Families::all())?;
         self.settle()
     }
 
@@ -349,6 +572,10 @@ impl CellIter for TableCursor {
         }
         self.settle()
     }
+
+    fn yielded(&self) -> Option<&[u8]> {
+        self.current.as_ref().and_then(|c| c.yielded())
+    }
 }
 
 impl Drop for TableCursor {
@@ -361,9 +588,47 @@ impl Drop for TableCursor {
 pub struct TableScanner {
     filter: SpecFilter<TableCursor>,
     keys_only: bool,
+    budget: Budget,
+    work_per_block: u64,
+    /// Stop (rather than go on at once) when the iterators spent their work budget, so the
+    /// caller can give the thread back ([`TableScanner::yielded`]).
+    pause_on_yield: bool,
 }
 
 impl TableScanner {
+    /// Goes on past yields unless the caller wants to see them.
+    fn settle(&mut self) -> Result<()> {
+        while self.filter.yielded() && !self.pause_on_yield {
+            self.budget.refill(self.work_per_block);
+            self.filter.resume()?;
+        }
+        Ok(())
+    }
+
+    /// True when the scan stopped to give its thread back (its iterators skipped a block's
+    /// worth of cells without returning one); [`TableScanner::resume`] goes on. Only seen by
+    /// callers that asked with [`TableScanner::pause_on_yield`]; others never see a yield.
+    pub fn yielded(&self) -> bool {
+        self.filter.yielded()
+    }
+
+    /// Makes the scanner stop at yields (see [`TableScanner::yielded`]).
+    pub fn pause_on_yield(&mut self, on: bool) {
+        self.pause_on_yield = on;
+    }
+
+    /// Refills the work budget and goes on after a yield.
+    pub fn resume(&mut self) -> Result<()> {
+        self.budget.refill(self.work_per_block);
+        self.filter.resume()?;
+        self.settle()
+    }
+
+    /// Refills the work budget for the next block.
+    pub fn refill(&mut self) {
+        self.budget.refill(self.work_per_block);
+    }
+
     /// The next cell, decoded.
     pub fn next_cell(&mut self) -> Result<Option<ScanCell>> {
         if !self.filter.valid() {
@@ -376,6 +641,7 @@ impl TableScanner {
             self.filter.value().to_vec()
         };
         self.filter.advance_cell()?;
+        self.settle()?;
         Ok(Some(ScanCell { key: k, value: v }))
     }
 
@@ -407,6 +673,7 @@ impl TableScanner {
         };
         f(k, v);
         self.filter.advance_cell()?;
+        self.settle()?;
         Ok(true)
     }
 
@@ -422,6 +689,7 @@ impl TableScanner {
             f(self.filter.key(), v);
             n += 1;
             self.filter.advance_cell()?;
+            self.settle()?;
         }
         Ok(n)
     }

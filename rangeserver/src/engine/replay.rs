@@ -176,7 +176,10 @@ pub(super) fn load_catalog(
     let mut open_stores = HashMap::new();
     let mut tables = inner.catalog().tables_mut();
     for s in state.tables.values() {
-        tables.insert(s.id, Arc::new(TableInfo::new(s.clone())));
+        tables.insert(
+            s.id,
+            Arc::new(TableInfo::new(s.clone(), &inner.opts().registry)),
+        );
     }
     for rec in state.ranges.values() {
         let Some(t) = tables.get(&rec.table_id) else {

@@ -24,21 +24,27 @@ impl Engine {
         if mutations.is_empty() {
             return Ok(());
         }
-        let mutations: Vec<MutationRef<'_>> = mutations
+        let mut mutations: Vec<MutationRef<'_>> = mutations
             .iter()
             .map(AsMutationRef::as_mutation_ref)
             .collect();
         let inner = &self.inner;
-        validate_batch(
+        let stored = validate_batch(
             &*inner.table(table_id)?,
             &mutations,
             inner.opts().commit_log.max_block_bytes,
         )?;
+        // Combiner inputs in their stored form, logged and cached as such.
+        for (i, v) in &stored {
+            mutations[*i].value = v;
+        }
         self.wait_for_memory();
         let _gate = inner.catalog().shared();
         // The table may have been dropped or altered while we waited.
         let table = inner.table(table_id)?;
-        let base = inner.alloc_revisions(mutations.len());
+        // Held until the batch is in the caches: scans starting meanwhile do not see it.
+        let applying = inner.alloc_revisions(mutations.len());
+        let base = applying.base;
         let max_rev = base + mutations.len() as i64 - 1;
         let (entry, spans) = encode_entry(table_id, &mutations, base);
         // Route before logging, so nothing is logged that cannot be applied.
@@ -51,6 +57,7 @@ impl Engine {
                 .append(&entry, max_rev, table.schema.durability)?;
         }
         let flush = insert_into_caches(inner, &table, &mutations, &routed, &entry, &spans);
+        drop(applying);
         drop(ranges);
         drop(_gate);
         self.account_memory(flush);
@@ -122,7 +129,9 @@ impl Engine {
 
 pub use common::mutation::{MAX_ROW_OR_QUALIFIER_BYTES, MAX_VALUE_BYTES};
 
-fn validate_mutation(table: &TableInfo, m: &MutationRef<'_>) -> Result<()> {
+/// Checks one mutation; for a combiner family that stores inputs in another form (a set
+/// member as a one-member set), gives the value to store instead.
+fn validate_mutation(table: &TableInfo, m: &MutationRef<'_>) -> Result<Option<Vec<u8>>> {
     // Sizes and reserved timestamps: the checks every write path shares.
     common::mutation::check_cell(m).map_err(|e| match m.row.len() {
         0 => Error::InvalidInput(e.to_string()),
@@ -137,7 +146,13 @@ fn validate_mutation(table: &TableInfo, m: &MutationRef<'_>) -> Result<()> {
                 "a row delete has family 0 and an empty qualifier".into(),
             ));
         }
-        CellFlag::DeleteRow => return Ok(()),
+        CellFlag::DeleteRow if table.append_only => {
+            return Err(Error::InvalidInput(format!(
+                "table {} has APPEND_ONLY column families: row deletes are refused",
+                table.schema.name
+            )));
+        }
+        CellFlag::DeleteRow => return Ok(None),
         CellFlag::DeleteColumnFamily if !m.qualifier.is_empty() => {
             return Err(Error::InvalidInput(
                 "a column family delete has an empty qualifier".into(),
@@ -161,25 +176,48 @@ fn validate_mutation(table: &TableInfo, m: &MutationRef<'_>) -> Result<()> {
             f.name
         )));
     }
-    if f.counter
-        && m.flag == CellFlag::Insert
-        && crate::scan::visible::parse_counter(m.value).is_none()
-    {
+    if f.append_only && m.flag.is_delete() {
         return Err(Error::InvalidInput(format!(
-            "bad counter value {:?} for column '{}' (expected n, +n, -n or =n)",
-            String::from_utf8_lossy(m.value),
-            f.name
+            "column family '{}' is APPEND_ONLY: {} is refused",
+            f.name,
+            m.flag.name()
         )));
     }
-    Ok(())
+    if m.flag == CellFlag::Insert && f.effective_combiner().is_some() {
+        let Some(c) = &table.combiners[m.family as usize] else {
+            return Err(Error::InvalidInput(format!(
+                "column family '{}': this server cannot run its combiner ({})",
+                f.name,
+                table.missing_kinds.join("; ")
+            )));
+        };
+        let stored = c
+            .prepare_input(m.value)
+            .map_err(|e| Error::InvalidInput(format!("bad value for column '{}': {e}", f.name)))?;
+        return Ok(stored);
+    }
+    Ok(None)
 }
 
-/// Checks every mutation of a batch and the batch's size against the commit log's block limit.
-fn validate_batch(table: &TableInfo, mutations: &[MutationRef<'_>], limit: usize) -> Result<()> {
+/// Checks every mutation of a batch and the batch's size against the commit log's block limit;
+/// gives the values that combiners store in another form, by position.
+fn validate_batch(
+    table: &TableInfo,
+    mutations: &[MutationRef<'_>],
+    limit: usize,
+) -> Result<Vec<(usize, Vec<u8>)>> {
     let mut entry_bytes = 16usize;
-    for m in mutations {
-        validate_mutation(table, m)?;
-        entry_bytes += m.row.len() + m.qualifier.len() + m.value.len() + 40;
+    let mut stored = Vec::new();
+    for (i, m) in mutations.iter().enumerate() {
+        let len = match validate_mutation(table, m)? {
+            Some(v) => {
+                let n = v.len();
+                stored.push((i, v));
+                n
+            }
+            None => m.value.len(),
+        };
+        entry_bytes += m.row.len() + m.qualifier.len() + len + 40;
     }
     if entry_bytes > limit {
         return Err(Error::InvalidInput(format!(
@@ -187,7 +225,7 @@ fn validate_batch(table: &TableInfo, mutations: &[MutationRef<'_>], limit: usize
             mutations.len()
         )));
     }
-    Ok(())
+    Ok(stored)
 }
 
 /// The batch's commit-log entry, its cells' keys made with revisions from `base` on, and where

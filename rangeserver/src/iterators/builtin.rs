@@ -3,6 +3,8 @@
 
 use super::Registry;
 use super::combine::{CounterKind, Fold, NumericKind, SetKind};
+use super::filters::{AgeOffKind, FamilyFilterKind, RegexFilterKind, RegexTarget};
+use super::rows::{CountCellsKind, FirstInRowKind, WholeRowKind};
 
 /// Registers every built-in kind.
 pub fn register_all(r: &mut Registry) {
@@ -13,6 +15,15 @@ pub fn register_all(r: &mut Registry) {
         r.register_combiner(NumericKind(Fold::Max)),
         r.register_combiner(SetKind { uids: false }),
         r.register_combiner(SetKind { uids: true }),
+        r.register_iterator(RegexFilterKind(RegexTarget::Row)),
+        r.register_iterator(RegexFilterKind(RegexTarget::Qualifier)),
+        r.register_iterator(RegexFilterKind(RegexTarget::Value)),
+        r.register_iterator(AgeOffKind { column: false }),
+        r.register_iterator(AgeOffKind { column: true }),
+        r.register_iterator(FamilyFilterKind),
+        r.register_iterator(WholeRowKind),
+        r.register_iterator(FirstInRowKind),
+        r.register_iterator(CountCellsKind),
     ];
     debug_assert!(ok.iter().all(|r| r.is_ok()), "built-in names are distinct");
 }

@@ -356,7 +356,10 @@ impl SetValue {
                 0x10 => s.count = codec::get_varint(v, &mut pos).ok_or("truncated COUNT")?,
                 0x1a => {
                     let n = codec::get_varint(v, &mut pos).ok_or("truncated UID length")? as usize;
-                    let end = pos.checked_add(n).filter(|&e| e <= v.len()).ok_or("truncated UID")?;
+                    let end = pos
+                        .checked_add(n)
+                        .filter(|&e| e <= v.len())
+                        .ok_or("truncated UID")?;
                     s.members.push(v[pos..end].to_vec());
                     pos = end;
                 }
@@ -496,7 +499,10 @@ mod tests {
     #[test]
     fn counter_sums_until_the_newest_reset() {
         let c = CounterKind.build(&opts(&[])).unwrap();
-        assert_eq!(combine(&*c, &[b"+2", b"3", b"=10", b"100"], Output::Display), b"15");
+        assert_eq!(
+            combine(&*c, &[b"+2", b"3", b"=10", b"100"], Output::Display),
+            b"15"
+        );
         assert_eq!(combine(&*c, &[b"-2", b"3"], Output::Full), b"=1");
         assert_eq!(combine(&*c, &[b"-2", b"3"], Output::Partial), b"1");
         assert_eq!(combine(&*c, &[b"1", b"=3"], Output::Partial), b"=4");
@@ -522,9 +528,15 @@ mod tests {
             i64::MAX.to_be_bytes()
         );
         let max = NumericKind(Fold::Max).build(&opts(&[])).unwrap();
-        assert_eq!(combine(&*max, &[b"3", b"-7", b"12"], Output::Display), b"12");
+        assert_eq!(
+            combine(&*max, &[b"3", b"-7", b"12"], Output::Display),
+            b"12"
+        );
         let min = NumericKind(Fold::Min).build(&opts(&[])).unwrap();
-        assert_eq!(combine(&*min, &[b"3", b"-7", b"12"], Output::Display), b"-7");
+        assert_eq!(
+            combine(&*min, &[b"3", b"-7", b"12"], Output::Display),
+            b"-7"
+        );
         assert!(min.prepare_input(b"1.5").is_err());
         let e = NumericKind(Fold::Sum)
             .build(&opts(&[("ENCODING", "hex")]))
@@ -540,7 +552,9 @@ mod tests {
 
     #[test]
     fn sets_drop_members_past_max_and_keep_the_count() {
-        let uid = SetKind { uids: true }.build(&opts(&[("MAX", "3")])).unwrap();
+        let uid = SetKind { uids: true }
+            .build(&opts(&[("MAX", "3")]))
+            .unwrap();
         assert_eq!(
             combine(&*uid, &[b"d9", b"d1", b"d5", b"d1"], Output::Display),
             br#"4 ["d1","d5","d9"]"#
@@ -549,7 +563,9 @@ mod tests {
             combine(&*uid, &[b"a", b"b", b"c", b"d"], Output::Display),
             b"4 *"
         );
-        let set = SetKind { uids: false }.build(&opts(&[("MAX", "3")])).unwrap();
+        let set = SetKind { uids: false }
+            .build(&opts(&[("MAX", "3")]))
+            .unwrap();
         assert_eq!(
             combine(&*set, &[b"d9", b"d1", b"d1"], Output::Display),
             br#"2 ["d1","d9"]"#
@@ -561,20 +577,19 @@ mod tests {
             st.add(&uid.prepare_input(m).unwrap().unwrap()).unwrap();
         }
         st.finish(&mut a, Output::Partial);
-        assert_eq!(
-            combine(&*uid, &[b"z"], Output::Partial).len() > 0,
-            true
-        );
+        assert!(!combine(&*uid, &[b"z"], Output::Partial).is_empty());
         let mut st = uid.state();
         st.add(&a).unwrap();
         st.add(&uid.prepare_input(b"z").unwrap().unwrap()).unwrap();
         let mut out = Vec::new();
         st.finish(&mut out, Output::Display);
         assert_eq!(out, br#"3 ["x","y","z"]"#);
-        assert!(SetKind { uids: true }
-            .build(&opts(&[("MAX", "lots")]))
-            .err()
-            .unwrap()
-            .contains("MAX"));
+        assert!(
+            SetKind { uids: true }
+                .build(&opts(&[("MAX", "lots")]))
+                .err()
+                .unwrap()
+                .contains("MAX")
+        );
     }
 }

@@ -21,13 +21,16 @@
 
 pub mod builtin;
 pub mod combine;
+pub mod filters;
+pub mod rows;
+pub mod stack;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-pub use common::iterators::{IterOptions, IterScope};
 use common::TableSchema;
+pub use common::iterators::{IterOptions, IterScope};
 
 use crate::error::{Error, Result};
 
@@ -98,6 +101,14 @@ impl Families {
     pub fn is_all(&self) -> bool {
         self.bits == [!0; 4]
     }
+
+    /// True if some family is in both sets.
+    pub fn intersects(&self, other: &Families) -> bool {
+        self.bits
+            .iter()
+            .zip(other.bits.iter())
+            .any(|(a, b)| a & b != 0)
+    }
 }
 
 /// A seekable cursor over cells in ascending encoded-key order (`common::key`).
@@ -155,9 +166,13 @@ impl<T: KvIter + ?Sized> KvIter for Box<T> {
 /// A bound on the cells a stack may step over before it yields its thread: iterators that skip
 /// cells without returning them (filters, intersections) spend from it and, once it is empty,
 /// stop with [`KvIter::yielded`] set. The scanner refills it for every block it returns.
+///
+/// Row iterators [`Budget::hold`] it while they are inside a row, so a scan never yields in the
+/// middle of a row they are assembling (a fresh seek there would start the row over).
 #[derive(Debug, Clone)]
 pub struct Budget {
     left: Arc<AtomicU64>,
+    holds: Arc<AtomicU32>,
 }
 
 impl Budget {
@@ -165,6 +180,7 @@ impl Budget {
     pub fn new(cells: u64) -> Self {
         Self {
             left: Arc::new(AtomicU64::new(cells)),
+            holds: Arc::new(AtomicU32::new(0)),
         }
     }
 
@@ -176,7 +192,7 @@ impl Budget {
     /// Takes `n` cells; false once the budget is spent (the caller should yield).
     pub fn spend(&self, n: u64) -> bool {
         let left = self.left.load(Ordering::Relaxed);
-        if left == u64::MAX {
+        if left == u64::MAX || self.holds.load(Ordering::Relaxed) > 0 {
             return true;
         }
         if left < n {
@@ -190,6 +206,18 @@ impl Budget {
     /// True once the budget is spent.
     pub fn exhausted(&self) -> bool {
         self.left.load(Ordering::Relaxed) == 0
+    }
+
+    /// No yielding until the matching [`Budget::release`].
+    pub fn hold(&self) {
+        self.holds.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Ends a [`Budget::hold`].
+    pub fn release(&self) {
+        let _ = self
+            .holds
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| h.checked_sub(1));
     }
 
     /// Sets the budget back to `cells`.
@@ -208,6 +236,11 @@ pub struct IterEnv {
     pub schema: Arc<TableSchema>,
     /// Shared by every iterator of one stack.
     pub budget: Budget,
+    /// Families whose versions are combined (combiner families, COUNTER among them). In the
+    /// MINOR scope their cells are partial (not yet combined with versions in other files), so
+    /// the built-in filters pass them and judge them once combined, in scans and major
+    /// compactions.
+    pub combined: Families,
 }
 
 /// A kind of stack iterator (filter, row iterator, ...), registered by name.
@@ -218,7 +251,11 @@ pub trait IteratorKind: Send + Sync {
     /// scan-only: compactions run per access group.
     fn scopes(&self) -> &[IterScope];
     /// Checks options (at DDL and when a scan starts); the message names the bad option.
-    fn validate(&self, options: &IterOptions, schema: &TableSchema) -> std::result::Result<(), String>;
+    fn validate(
+        &self,
+        options: &IterOptions,
+        schema: &TableSchema,
+    ) -> std::result::Result<(), String>;
     /// The iterator over `source`. Options were validated.
     fn build(
         &self,
@@ -233,7 +270,10 @@ pub trait CombinerKind: Send + Sync {
     /// Lower-case name, as written in HQL (`sum`).
     fn name(&self) -> &str;
     /// The combiner for these options; the message names the bad option.
-    fn build(&self, options: &IterOptions) -> std::result::Result<Arc<dyn combine::Combiner>, String>;
+    fn build(
+        &self,
+        options: &IterOptions,
+    ) -> std::result::Result<Arc<dyn combine::Combiner>, String>;
 }
 
 /// The kinds a range server (or an embedded database) can run.

@@ -10,8 +10,20 @@ pub mod visible;
 use common::key::{self, KeyRef};
 
 use crate::error::{Error, Result};
-use crate::iter::CellIter;
+use crate::iterators::SeekRange;
 use spec::{CellInterval, RowInterval, ScanSpec};
+
+/// What [`SpecFilter`] reads: a cursor seeked to key ranges, which may stop early with a key to
+/// resume from when its iterators ran out of work budget.
+pub trait ScanSource: Send {
+    fn seek(&mut self, range: &SeekRange) -> Result<()>;
+    fn valid(&self) -> bool;
+    fn key(&self) -> &[u8];
+    fn value(&self) -> &[u8];
+    fn next(&mut self) -> Result<()>;
+    /// See [`crate::iterators::KvIter::yielded`].
+    fn yielded(&self) -> Option<&[u8]>;
+}
 
 /// One interval of a scan, with the key to seek to at its start.
 #[derive(Debug, Clone, Copy)]
@@ -38,7 +50,7 @@ impl Interval<'_> {
 }
 
 /// Applies a scan's intervals, regexes and limits to a cursor of visible cells.
-pub struct SpecFilter<I: CellIter> {
+pub struct SpecFilter<I: ScanSource> {
     src: I,
     /// Intervals as (start key, end key), in start-key order: bounds compared bytewise with
     /// encoded keys, so no key is decoded to test them.
@@ -65,9 +77,11 @@ pub struct SpecFilter<I: CellIter> {
     /// The source stands on the cell last returned and must move before the next one.
     need_next: bool,
     valid: bool,
+    /// The source stopped (work budget spent) and the interval goes on from this key.
+    yielded: Option<Vec<u8>>,
 }
 
-impl<I: CellIter> SpecFilter<I> {
+impl<I: ScanSource> SpecFilter<I> {
     /// A filter over `src` that starts at the first interval (no seek needed by the caller).
     pub fn new(src: I, spec: &ScanSpec) -> Result<Self> {
         let mut intervals: Vec<(Vec<u8>, Option<Vec<u8>>)> = spec
@@ -107,6 +121,7 @@ impl<I: CellIter> SpecFilter<I> {
             family_cells: 0,
             need_next: false,
             valid: false,
+            yielded: None,
         };
         f.advance()?;
         Ok(f)
@@ -132,13 +147,36 @@ impl<I: CellIter> SpecFilter<I> {
         self.advance()
     }
 
+    /// True when the source stopped before the end of the scan to give its thread back:
+    /// [`SpecFilter::resume`] goes on.
+    pub fn yielded(&self) -> bool {
+        self.yielded.is_some()
+    }
+
+    /// Goes on after [`SpecFilter::yielded`], from where the source stopped.
+    pub fn resume(&mut self) -> Result<()> {
+        let Some(k) = self.yielded.take() else {
+            return Ok(());
+        };
+        let end = self.current.clone().flatten();
+        self.src.seek(&SeekRange::new(k, end))?;
+        self.advance()
+    }
+
+    /// Seeks the source to `target` within the current interval.
+    fn seek_within(&mut self, target: Vec<u8>) -> Result<()> {
+        let end = self.current.clone().flatten();
+        self.src.seek(&SeekRange::new(target, end))
+    }
+
     fn start_next_interval(&mut self) -> Result<bool> {
         let Some((start, end)) = self.intervals.get(self.next_interval) else {
             self.current = None;
             return Ok(false);
         };
         self.next_interval += 1;
-        self.src.seek(start)?;
+        let range = SeekRange::new(start.clone(), end.clone());
+        self.src.seek(&range)?;
         self.current = Some(end.clone());
         self.rows_started = 0;
         self.cells_passed = 0;
@@ -162,6 +200,10 @@ impl<I: CellIter> SpecFilter<I> {
                 return Ok(());
             }
             if !self.src.valid() {
+                if let Some(k) = self.src.yielded() {
+                    self.yielded = Some(k.to_vec());
+                    return Ok(());
+                }
                 self.current = None;
                 continue;
             }
@@ -183,7 +225,7 @@ impl<I: CellIter> SpecFilter<I> {
                     && !re.is_match(&k.row())
                 {
                     let end = key::row_end(&k.row());
-                    self.src.seek(&end)?;
+                    self.seek_within(end)?;
                     continue;
                 }
             }
@@ -200,7 +242,7 @@ impl<I: CellIter> SpecFilter<I> {
             if self.cell_limit_per_family > 0 {
                 if self.family_cells >= self.cell_limit_per_family {
                     let end = key::family_end(&k.row(), k.family());
-                    self.src.seek(&end)?;
+                    self.seek_within(end)?;
                     continue;
                 }
                 self.family_cells += 1;
@@ -217,7 +259,7 @@ impl<I: CellIter> SpecFilter<I> {
             }
             if self.rows_started <= self.row_offset {
                 let end = key::row_end(&k.row());
-                self.src.seek(&end)?;
+                self.seek_within(end)?;
                 continue;
             }
             self.cells_passed += 1;

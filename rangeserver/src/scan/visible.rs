@@ -1,9 +1,10 @@
 //! The cells of one access group that a reader may see: deletes applied, versions counted, TTL
-//! expired cells and unselected columns skipped, counters combined, TIME_ORDER DESC reversed.
+//! expired cells, cells written after the scan's pinned revision and unselected columns skipped,
+//! combiner families (COUNTER among them) combined, TIME_ORDER DESC reversed.
 //!
 //! The same cursor drives major compactions ([`Mode::MajorCompaction`]): there it drops delete
 //! markers and everything they cover, expired cells, versions beyond MAX_VERSIONS and dropped
-//! families, and writes each counter as one `=total` cell.
+//! families, and writes each combined cell in its stored form (a counter as one `=total`).
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -12,6 +13,8 @@ use common::key::{self, CellFlag, KeyRef};
 
 use crate::error::{Error, Result};
 use crate::iter::CellIter;
+use crate::iterators::Families;
+use crate::iterators::combine::{CombineState, Combiner, Output};
 use crate::scan::spec::QualifierMatch;
 
 /// After this many `next()` calls without reaching a target, seek instead.
@@ -20,7 +23,7 @@ const NEXT_BEFORE_SEEK: usize = 8;
 pub const MAX_DESC_VERSIONS: usize = 100_000;
 
 /// How the scan treats one family id.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct FamilyRule {
     /// Returned at all (false for unknown, dropped or unselected families).
     pub selected: bool,
@@ -30,9 +33,24 @@ pub struct FamilyRule {
     pub max_versions: u32,
     /// Time to live in nanoseconds; 0 means forever.
     pub ttl_ns: i64,
-    pub counter: bool,
+    /// The family's combiner (COUNTER's is `counter`): every version of a cell, equal
+    /// timestamps included, is combined into one.
+    pub combiner: Option<Arc<dyn Combiner>>,
     /// TIME_ORDER DESC: versions come oldest first.
     pub time_desc: bool,
+}
+
+impl std::fmt::Debug for FamilyRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FamilyRule")
+            .field("selected", &self.selected)
+            .field("qualifiers", &self.qualifiers)
+            .field("max_versions", &self.max_versions)
+            .field("ttl_ns", &self.ttl_ns)
+            .field("combined", &self.combiner.is_some())
+            .field("time_desc", &self.time_desc)
+            .finish()
+    }
 }
 
 impl FamilyRule {
@@ -43,9 +61,14 @@ impl FamilyRule {
             qualifiers: Vec::new(),
             max_versions: 0,
             ttl_ns: 0,
-            counter: false,
+            combiner: None,
             time_desc: false,
         }
+    }
+
+    /// True for a family whose versions are combined.
+    pub fn combined(&self) -> bool {
+        self.combiner.is_some()
     }
 
     fn wants_qualifier(&self, q: &[u8]) -> bool {
@@ -71,19 +94,12 @@ pub struct VisibleOptions {
     pub now_ns: i64,
     pub return_deletes: bool,
     pub mode: Mode,
+    /// Cells with a revision above this were written after the scan began and are not seen
+    /// (`i64::MAX`: everything).
+    pub snapshot_rev: i64,
 }
 
-/// Parses a counter value: `n` or `+n` add, `-n` subtracts, `=n` resets. `None` if malformed.
-pub fn parse_counter(v: &[u8]) -> Option<(bool, i64)> {
-    let s = std::str::from_utf8(v).ok()?.trim();
-    let (reset, num) = match s.as_bytes().first()? {
-        b'=' => (true, &s[1..]),
-        b'+' => (false, &s[1..]),
-        _ => (false, s),
-    };
-    let n: i64 = num.trim().parse().ok()?;
-    Some((reset, n))
-}
+pub use crate::iterators::combine::parse_counter;
 
 /// See the module documentation.
 pub struct VisibleCells<I: CellIter> {
@@ -104,10 +120,14 @@ struct State {
     version_deletes: Vec<i64>,
     versions: u32,
     last_ts: Option<i64>,
-    // Counter being combined.
-    counter_key: Option<Vec<u8>>,
-    counter_sum: i64,
-    counter_done: bool,
+    // Cell being combined: its newest version's key, the family's accumulator (reused from
+    // cell to cell), and whether older versions can still change the result.
+    comb_key: Option<Vec<u8>>,
+    comb_states: Vec<Option<Box<dyn CombineState>>>,
+    comb_done: bool,
+    comb_buf: Vec<u8>,
+    /// Families the current seek asked for (on top of the rules' selection).
+    mask: Families,
     // TIME_ORDER DESC versions of the current cell, newest first.
     desc_buf: Vec<(Vec<u8>, Vec<u8>)>,
     pending: VecDeque<(Vec<u8>, Vec<u8>)>,
@@ -146,9 +166,11 @@ impl State {
             version_deletes: Vec::new(),
             versions: 0,
             last_ts: None,
-            counter_key: None,
-            counter_sum: 0,
-            counter_done: false,
+            comb_key: None,
+            comb_states: (0..256).map(|_| None).collect(),
+            comb_done: false,
+            comb_buf: Vec::new(),
+            mask: Families::all(),
             desc_buf: Vec::new(),
             pending: VecDeque::new(),
             out_key: Vec::new(),
@@ -160,6 +182,11 @@ impl State {
 
     fn rule(&self, family: u8) -> &FamilyRule {
         &self.opts.families[family as usize]
+    }
+
+    /// True if the scan returns cells of this family.
+    fn wanted(&self, family: u8) -> bool {
+        self.opts.families[family as usize].selected && self.mask.contains(family)
     }
 
     fn reset_row(&mut self) {
@@ -180,19 +207,25 @@ impl State {
         self.version_deletes.clear();
         self.versions = 0;
         self.last_ts = None;
-        self.counter_key = None;
-        self.counter_sum = 0;
-        self.counter_done = false;
+        self.comb_key = None;
+        self.comb_done = false;
     }
 
-    /// Moves buffered output of the finished cell (counter total, reversed versions) to `pending`.
+    /// Moves buffered output of the finished cell (combined value, reversed versions) to
+    /// `pending`.
     fn finish_cell(&mut self) {
-        if let Some(k) = self.counter_key.take() {
-            let v = match self.opts.mode {
-                Mode::Scan => self.counter_sum.to_string(),
-                Mode::MajorCompaction => format!("={}", self.counter_sum),
+        if let Some(k) = self.comb_key.take() {
+            let family = KeyRef::from_trusted(&k).map(|r| r.family()).unwrap_or(0);
+            let output = match self.opts.mode {
+                Mode::Scan => Output::Display,
+                Mode::MajorCompaction => Output::Full,
             };
-            self.pending.push_back((k, v.into_bytes()));
+            self.comb_buf.clear();
+            if let Some(st) = self.comb_states[family as usize].as_mut() {
+                st.finish(&mut self.comb_buf, output);
+                st.reset();
+            }
+            self.pending.push_back((k, self.comb_buf.clone()));
         }
         while let Some(c) = self.desc_buf.pop() {
             self.pending.push_back(c);
@@ -209,7 +242,7 @@ impl State {
 
     /// The first key of the next selected family after `family` in `row`, or the row's end.
     fn next_family_start(&self, row: &[u8], family: u8) -> Vec<u8> {
-        let next = (family as usize + 1..256).find(|&f| self.opts.families[f].selected);
+        let next = (family as usize + 1..256).find(|&f| self.wanted(f as u8));
         match next {
             Some(f) => key::cell_start(row, f as u8, b""),
             None => key::row_end(row),
@@ -275,7 +308,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             st.finish_cell();
             st.reset_family();
             st.cur_family = family as u16;
-            if family != key::DELETE_ROW_FAMILY && !st.rule(family).selected {
+            if family != key::DELETE_ROW_FAMILY && !st.wanted(family) {
                 let target = st.next_family_start(&k.row(), family);
                 skip_to(src, &target)?;
                 continue;
@@ -314,6 +347,11 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             }
         }
         let ts = k.timestamp();
+        if k.revision() > st.opts.snapshot_rev {
+            // Written after the scan began: neither its value nor its delete is seen.
+            src.next()?;
+            continue;
+        }
         match flag {
             CellFlag::DeleteRow => {
                 st.row_delete_ts = st.row_delete_ts.max(ts);
@@ -350,28 +388,41 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             || ts <= st.family_delete_ts
             || ts <= st.cell_delete_ts
             || st.version_deletes.contains(&ts);
-        let same_ts = st.last_ts == Some(ts);
-        st.last_ts = Some(ts);
         let rule = st.rule(family);
-        let expired = rule.ttl_ns > 0 && ts < st.opts.now_ns.saturating_sub(rule.ttl_ns);
+        let (ttl_ns, combiner) = (rule.ttl_ns, rule.combiner.clone());
+        // Versions with equal timestamps: the newest revision wins, except in combined
+        // families, where every version counts once.
+        let same_ts = st.last_ts == Some(ts) && combiner.is_none();
+        st.last_ts = Some(ts);
+        let expired = ttl_ns > 0 && ts < st.opts.now_ns.saturating_sub(ttl_ns);
         let out_of_time = ts < st.opts.time_start || ts >= st.opts.time_end;
         if covered || same_ts || expired || out_of_time {
             src.next()?;
             continue;
         }
-        if rule.counter {
-            if !st.counter_done {
-                let (reset, n) = parse_counter(src.value()).unwrap_or((false, 0));
-                if st.counter_key.is_none() {
-                    st.counter_key = Some(src_key.to_vec());
+        if let Some(c) = &combiner {
+            if !st.comb_done {
+                let fi = family as usize;
+                if st.comb_states[fi].is_none() {
+                    st.comb_states[fi] = Some(c.state());
                 }
-                // Newest first: increments add up until the newest reset, which ends the sum.
-                st.counter_sum = st.counter_sum.wrapping_add(n);
-                st.counter_done = reset;
+                if st.comb_key.is_none() {
+                    st.comb_key = Some(src_key.to_vec());
+                }
+                let state = st.comb_states[fi].as_mut().expect("just made");
+                // Newest first; a combiner may say older versions cannot change the result
+                // (a counter's reset).
+                let more = state.add(src.value()).map_err(|e| Error::Corrupt {
+                    file: "<merged scan>".into(),
+                    offset: 0,
+                    msg: format!("combined cell {k:?}: {e}"),
+                })?;
+                st.comb_done = !more;
             }
             src.next()?;
             continue;
         }
+        let rule = st.rule(family);
         let (max, time_desc) = (rule.max_versions, rule.time_desc);
         st.versions += 1;
         if max > 0 && st.versions > max {
@@ -414,6 +465,23 @@ fn seek_family(t: &[u8]) -> Option<u8> {
     None
 }
 
+impl<I: CellIter> VisibleCells<I> {
+    /// Restricts the families returned from the next seek on (the rules' selection still
+    /// applies).
+    pub fn set_mask(&mut self, mask: Families) {
+        self.st.mask = mask;
+    }
+
+    /// Stops returning cells until the next seek (a group the current seek does not need).
+    pub fn park(&mut self) {
+        self.st.reset_row();
+        self.st.pending.clear();
+        self.st.desc_buf.clear();
+        self.st.seek_target = None;
+        self.st.out_valid = false;
+    }
+}
+
 impl<I: CellIter> CellIter for VisibleCells<I> {
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.st.reset_row();
@@ -444,7 +512,7 @@ impl<I: CellIter> CellIter for VisibleCells<I> {
 }
 
 /// Length of the encoded row prefix (row plus terminator) of a possibly partial key.
-fn row_prefix_len(t: &[u8]) -> usize {
+pub fn row_prefix_len(t: &[u8]) -> usize {
     let mut i = 0;
     while i + 1 < t.len() {
         if t[i] == 0 {

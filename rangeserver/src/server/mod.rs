@@ -13,7 +13,8 @@
 //! - `rs.scan` (server push): blocks of cells, bounded in cells and bytes, ending with the
 //!   stream (or with a block carrying `not_here`); a client that reads nothing for
 //!   `scan_idle_timeout` has its stream reset;
-//! - `rs.ranges` (`table_id` 0: every table), `rs.status`.
+//! - `rs.ranges` (`table_id` 0: every table), `rs.status` (the engine's counters and the
+//!   iterator and combiner kinds its registry holds).
 //!
 //! The engine is synchronous and its file system is reached through `block_on`, so every engine
 //! call that may touch files runs in `spawn_blocking`, never on a runtime worker.
@@ -455,7 +456,11 @@ impl rpc::Service for RangeServerService {
             }
             method::STATUS => {
                 let stats = self.engine.stats();
-                Ok(StatusReply::from(&stats).encode_to_vec().into())
+                let reply = StatusReply {
+                    kinds: self.engine.registry().kind_names(),
+                    ..StatusReply::from(&stats)
+                };
+                Ok(reply.encode_to_vec().into())
             }
             other => match self.admin_call(other, payload).await {
                 Some(r) => r,

@@ -1,0 +1,405 @@
+//! Scans with value predicates and scan iterators over a table whose ranges sit on two range
+//! servers: the predicates travel in the scan request, run in the servers, and the cluster
+//! client's limits and offsets count what they let through, so every scan returns exactly what
+//! the embedded database returns for the same cells (and what the predicates' rule says).
+
+mod support;
+
+use client::{Client, Mutation, ScanSpec};
+use common::iterators::{ScanIterator, ValuePredicate, ValuePredicates, ValueTest};
+use common::scan_spec::{ColumnSelector, QualifierMatch};
+use embedded::{EmbeddedClient, EmbeddedOptions};
+use rangeserver::iterators::Registry;
+use rangeserver::server::RangeServerOptions;
+use support::{TestCluster, wait_for};
+
+const ROWS: usize = 200;
+
+/// Row, family, qualifier, value (all ASCII here, as text for readable failures).
+type C = (String, u8, String, String);
+
+fn schema() -> common::TableSchema {
+    let mut s = common::TableSchema::new(0, "");
+    s.add_family("a");
+    s.add_family("b");
+    s
+}
+
+/// `a:` = `x{i % 7}` on every row, `a:z` = `zz{i % 4}` on every 4th, `b:q{i % 2}` =
+/// `tag{i % 5}` on every 3rd.
+fn cells() -> Vec<Mutation> {
+    let mut out = Vec::new();
+    for i in 0..ROWS {
+        let row = format!("row{i:04}");
+        out.push(Mutation::insert(row.clone(), 1, "", format!("x{}", i % 7)));
+        if i % 4 == 0 {
+            out.push(Mutation::insert(
+                row.clone(),
+                1,
+                "z",
+                format!("zz{}", i % 3),
+            ));
+        }
+        if i % 3 == 0 {
+            out.push(Mutation::insert(
+                row.clone(),
+                2,
+                format!("q{}", i % 2),
+                format!("tag{}", i % 5),
+            ));
+        }
+    }
+    out
+}
+
+fn load(c: &dyn Client, table: &str) {
+    let mut m = c.mutator(table).expect("mutator");
+    for cell in cells() {
+        m.set(cell).expect("set");
+    }
+    m.flush().expect("flush");
+}
+
+fn scan(c: &dyn Client, table: &str, spec: &ScanSpec) -> client::Result<Vec<C>> {
+    let mut sc = c.scanner(table, spec.clone())?;
+    let mut out = Vec::new();
+    while let Some(cell) = sc.next_cell()? {
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        out.push((
+            text(&cell.key.row),
+            cell.key.family,
+            text(&cell.key.qualifier),
+            text(&cell.value),
+        ));
+    }
+    Ok(out)
+}
+
+fn passes(t: &ValuePredicate, c: &C) -> bool {
+    t.family == c.1
+        && t.qualifier.as_ref().is_none_or(|q| q == c.2.as_bytes())
+        && match &t.test {
+            ValueTest::Equals(v) => c.3.as_bytes() == v.as_slice(),
+            ValueTest::Prefix(p) => c.3.as_bytes().starts_with(p),
+            ValueTest::Regex(r) => r.is_match(c.3.as_bytes()),
+            ValueTest::Exists => true,
+        }
+}
+
+/// The rule: the rows with a cell passing any test, with the cells `output` selects (every
+/// family-wide selector here), then row offset and limit, then cell offset and limit.
+fn expected(all: &[C], spec: &ScanSpec) -> Vec<C> {
+    let p = spec.value_predicates.as_ref().expect("predicates");
+    let mut rows: Vec<Vec<C>> = Vec::new();
+    for c in all {
+        match rows.last_mut() {
+            Some(r) if r[0].0 == c.0 => r.push(c.clone()),
+            _ => rows.push(vec![c.clone()]),
+        }
+    }
+    let no_limit = |n: u64| if n == 0 { usize::MAX } else { n as usize };
+    rows.into_iter()
+        .filter(|r| r.iter().any(|c| p.tests.iter().any(|t| passes(t, c))))
+        .map(|r| {
+            r.into_iter()
+                .filter(|c| p.output.is_empty() || p.output.iter().any(|o| o.family == c.1))
+                .collect::<Vec<C>>()
+        })
+        .skip(spec.row_offset as usize)
+        .take(no_limit(spec.row_limit))
+        .flatten()
+        .skip(spec.cell_offset as usize)
+        .take(no_limit(spec.cell_limit))
+        .collect()
+}
+
+fn with(tests: Vec<ValuePredicate>, output: Vec<u8>) -> ScanSpec {
+    ScanSpec {
+        value_predicates: Some(ValuePredicates {
+            tests,
+            output: output
+                .into_iter()
+                .map(|family| ColumnSelector {
+                    family,
+                    qualifier: QualifierMatch::All,
+                })
+                .collect(),
+        }),
+        ..ScanSpec::default()
+    }
+}
+
+fn test(family: u8, qualifier: Option<&str>, test: ValueTest) -> ValuePredicate {
+    ValuePredicate {
+        family,
+        qualifier: qualifier.map(|q| q.as_bytes().to_vec()),
+        test,
+    }
+}
+
+#[test]
+fn value_predicates_and_limits_on_two_servers_match_the_embedded_database() {
+    let mut cluster = TestCluster::start(Registry::builtins());
+    let client = cluster.client();
+    cluster.add_server(Registry::builtins(), &client);
+    cluster.add_server(Registry::builtins(), &client);
+    let t = client.create_table("/s", schema()).expect("create");
+    load(&client, "/s");
+    // Four ranges, spread over both servers.
+    let holder = client.table_locations("/s").expect("locations")[0]
+        .location
+        .clone();
+    for row in ["row0050", "row0100", "row0150"] {
+        cluster
+            .engine(&holder)
+            .split(t.id, row.as_bytes())
+            .expect("split");
+    }
+    wait_for("the splits and a balance to spread the table", || {
+        let _ = client.balance();
+        let locs = client.table_locations("/s").expect("locations");
+        let mut servers: Vec<&str> = locs.iter().map(|l| l.location.as_str()).collect();
+        servers.sort();
+        servers.dedup();
+        locs.len() == 4 && servers.len() == 2
+    });
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let embedded = EmbeddedClient::open(dir.path(), EmbeddedOptions::default()).expect("open");
+    embedded.create_table("/s", schema()).expect("create");
+    load(&embedded, "/s");
+    let all = scan(&embedded, "/s", &ScanSpec::default()).expect("scan");
+    assert_eq!(
+        scan(&client, "/s", &ScanSpec::default()).expect("scan"),
+        all
+    );
+
+    let re = |p: &str| ValueTest::Regex(regex::bytes::Regex::new(p).expect("regex"));
+    let mut specs = vec![
+        // Rows whose `a:` is x3, past the first two, five of them.
+        ScanSpec {
+            row_offset: 2,
+            row_limit: 5,
+            ..with(
+                vec![test(1, None, ValueTest::Equals(b"x3".to_vec()))],
+                vec![],
+            )
+        },
+        // Either test; cells 3.. of what they keep, nine of them.
+        ScanSpec {
+            cell_offset: 3,
+            cell_limit: 9,
+            ..with(
+                vec![
+                    test(2, Some("q1"), ValueTest::Prefix(b"tag1".to_vec())),
+                    test(1, Some("z"), re("^zz[02]$")),
+                ],
+                vec![],
+            )
+        },
+        // Rows that have a `b` cell, showing only their `a` cells.
+        with(vec![test(2, None, ValueTest::Exists)], vec![1]),
+        // A row limit that ends in the second server's ranges.
+        ScanSpec {
+            row_offset: 20,
+            row_limit: 60,
+            ..with(vec![test(1, None, re("^x[0-3]$"))], vec![])
+        },
+    ];
+    // And one that matches nothing.
+    specs.push(with(
+        vec![test(1, None, ValueTest::Equals(b"nothing".to_vec()))],
+        vec![],
+    ));
+    for (i, spec) in specs.iter().enumerate() {
+        let want = expected(&all, spec);
+        assert_eq!(
+            want.is_empty(),
+            i == 4,
+            "spec {i} keeps {} cells",
+            want.len()
+        );
+        let got_embedded = scan(&embedded, "/s", spec).expect("embedded scan");
+        let got_cluster = scan(&client, "/s", spec).expect("cluster scan");
+        assert_eq!(
+            got_cluster, got_embedded,
+            "spec {i}: cluster and embedded differ"
+        );
+        assert_eq!(got_cluster, want, "spec {i}: not what the predicates keep");
+    }
+    // The row-limited one reads on past the first server's ranges.
+    let last = expected(&all, &specs[3]).last().expect("cells").0.clone();
+    assert!(last.as_str() > "row0100", "{last}");
+
+    // A scan iterator the servers do not know fails the scan, naming it, as it does embedded.
+    let unknown = ScanSpec {
+        iterators: vec![ScanIterator {
+            kind: "nosuch_filter".into(),
+            options: Default::default(),
+        }],
+        ..ScanSpec::default()
+    };
+    let e = scan(&client, "/s", &unknown).expect_err("an unknown scan iterator");
+    assert!(e.to_string().contains("nosuch_filter"), "{e}");
+    let e = scan(&embedded, "/s", &unknown).expect_err("an unknown scan iterator");
+    assert!(e.to_string().contains("nosuch_filter"), "{e}");
+}
+
+/// Asserts `got == want`, naming the first difference briefly (values here are kilobytes).
+#[track_caller]
+fn same(got: &[C], want: &[C], what: &str) {
+    if got == want {
+        return;
+    }
+    let short = |c: Option<&C>| {
+        c.map(|c| format!("{} {}:{} {:.12}", c.0, c.1, c.2, c.3))
+            .unwrap_or_else(|| "nothing".into())
+    };
+    let i = got.iter().zip(want).take_while(|(g, w)| g == w).count();
+    panic!(
+        "{what}: {} cells where {} were wanted; first difference at cell {i}: got {}, wanted {}",
+        got.len(),
+        want.len(),
+        short(got.get(i)),
+        short(want.get(i))
+    );
+}
+
+/// Cells the engines' ranges have stepped over, over every server.
+fn cells_read(cluster: &TestCluster) -> u64 {
+    cluster
+        .servers
+        .iter()
+        .flat_map(|s| s.engine.all_ranges())
+        .map(|r| r.cells_read)
+        .sum()
+}
+
+/// Scans, stalling for `stall` after the first `before` cells.
+fn stalled_scan(c: &dyn Client, table: &str, spec: &ScanSpec, before: usize) -> Vec<C> {
+    let mut sc = c.scanner(table, spec.clone()).expect("scanner");
+    let mut out = Vec::new();
+    while let Some(cell) = sc.next_cell().expect("next cell") {
+        out.push((
+            String::from_utf8_lossy(&cell.key.row).into_owned(),
+            cell.key.family,
+            String::from_utf8_lossy(&cell.key.qualifier).into_owned(),
+            String::from_utf8_lossy(&cell.value).into_owned(),
+        ));
+        if out.len() == before {
+            std::thread::sleep(std::time::Duration::from_secs(2));
+        }
+    }
+    out
+}
+
+/// A scan whose reader stalls past the servers' idle limit has its stream reset; the cluster
+/// client resumes it at the row it got to, and with value predicates, offsets and limits it
+/// still returns exactly what the embedded database returns.
+#[test]
+fn a_filtered_limited_scan_that_breaks_off_and_resumes_matches_the_embedded_database() {
+    const BIG_ROWS: usize = 4000;
+    let mut cluster = TestCluster::start(Registry::builtins());
+    let client = cluster.client_with(|o| o.scan_queue_blocks = 1);
+    let rs = RangeServerOptions {
+        scan_block_cells: 8,
+        scan_queue_blocks: 1,
+        scan_idle_timeout: std::time::Duration::from_millis(200),
+        ..RangeServerOptions::default()
+    };
+    cluster.add_server_with(Registry::builtins(), rs.clone(), &client);
+    cluster.add_server_with(Registry::builtins(), rs, &client);
+    let t = client.create_table("/big", schema()).expect("create");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let embedded = EmbeddedClient::open(dir.path(), EmbeddedOptions::default()).expect("open");
+    embedded.create_table("/big", schema()).expect("create");
+    // 4 KiB values: a server's output outgrows the stream's flow-control window, so a stalled
+    // reader makes the server wait and then reset the stream.
+    let pad = "v".repeat(4096);
+    for c in [&client as &dyn Client, &embedded] {
+        let mut m = c.mutator("/big").expect("mutator");
+        for i in 0..BIG_ROWS {
+            let row = format!("row{i:05}");
+            m.set(Mutation::insert(
+                row.clone(),
+                1,
+                "",
+                format!("{}{pad}", i % 2),
+            ))
+            .expect("set");
+            m.set(Mutation::insert(row, 2, "n", format!("{i}")))
+                .expect("set");
+        }
+        m.flush().expect("flush");
+    }
+    let holder = client.table_locations("/big").expect("locations")[0]
+        .location
+        .clone();
+    for row in ["row01000", "row02000", "row03000"] {
+        cluster
+            .engine(&holder)
+            .split(t.id, row.as_bytes())
+            .expect("split");
+    }
+    wait_for("the splits and a balance to spread the table", || {
+        let _ = client.balance();
+        let locs = client.table_locations("/big").expect("locations");
+        let mut servers: Vec<&str> = locs.iter().map(|l| l.location.as_str()).collect();
+        servers.sort();
+        servers.dedup();
+        locs.len() == 4 && servers.len() == 2
+    });
+
+    // Rows whose `a` starts with 1.
+    let full = with(
+        vec![test(1, None, ValueTest::Prefix(b"1".to_vec()))],
+        vec![],
+    );
+    let limited = ScanSpec {
+        row_offset: 10,
+        row_limit: 1400,
+        ..full.clone()
+    };
+    let want_full = scan(&embedded, "/big", &full).expect("embedded scan");
+    let want_limited = scan(&embedded, "/big", &limited).expect("embedded scan");
+    let at = cells_read(&cluster);
+    same(
+        &scan(&client, "/big", &full).expect("scan"),
+        &want_full,
+        "a filtered scan",
+    );
+    let once = cells_read(&cluster) - at;
+    let at = cells_read(&cluster);
+    same(
+        &stalled_scan(&client, "/big", &full, 50),
+        &want_full,
+        "a stalled filtered scan",
+    );
+    let stalled = cells_read(&cluster) - at;
+    assert!(
+        stalled > once,
+        "the stalled scan read {stalled} cells, the plain one {once}: it was not resumed"
+    );
+    for before in [50, 700] {
+        let got = stalled_scan(&client, "/big", &limited, before);
+        same(
+            &got,
+            &want_limited,
+            &format!("a limited scan stalled after {before} cells"),
+        );
+    }
+
+    // What the predicate keeps (once the servers run it): odd rows, both families.
+    let all = scan(&embedded, "/big", &ScanSpec::default()).expect("scan");
+    same(
+        &want_full,
+        &expected(&all, &full),
+        "the embedded filtered scan",
+    );
+    assert_eq!(want_full.len(), BIG_ROWS);
+    same(
+        &want_limited,
+        &expected(&all, &limited),
+        "the embedded limited scan",
+    );
+}
