@@ -80,7 +80,8 @@ fn credentials(data_dir: &Path, name: &str) -> anyhow::Result<rpc::ClusterCreden
     })
 }
 
-pub fn master(args: MasterArgs) -> anyhow::Result<()> {
+/// It checks schemas against the kinds of `registry` (and those of the live range servers).
+pub fn master(args: MasterArgs, registry: &Arc<Registry>) -> anyhow::Result<()> {
     let creds = credentials(&args.data_dir, proto::master::MASTER_NAME)?;
     let url = shared_fs_url(args.dfs.as_deref(), &args.data_dir)?;
     let rt = tokio::runtime::Runtime::new()?;
@@ -91,6 +92,7 @@ pub fn master(args: MasterArgs) -> anyhow::Result<()> {
         let mut config = master::MasterConfig::new(args.hyperspace, creds, args.listen, fs);
         config.poll_interval = Duration::from_millis(args.poll_ms.max(10));
         config.auto_balance = !args.no_auto_balance;
+        config.registry = registry.clone();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             wait_for_signal().await;

@@ -118,7 +118,7 @@ pub fn run(cmd: ServeCommand, registry: &Arc<Registry>) -> anyhow::Result<()> {
             crate::serve_cluster::rangeserver(args, registry)
         }
         ServeCommand::Rangeserver(args) => serve_rangeserver(args, registry),
-        ServeCommand::Master(args) => crate::serve_cluster::master(args),
+        ServeCommand::Master(args) => crate::serve_cluster::master(args, registry),
         ServeCommand::ChunkfsMeta(args) => chunkfs_serve::serve_meta(args),
         ServeCommand::Chunkserver(args) => chunkfs_serve::serve_chunk(args),
     }
