@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+pub use common::iterators::{IterOptions, IterScope};
 pub use common::schema::{BloomFilterMode, Durability, TimeOrder};
 
 use crate::timestamp;
@@ -84,6 +85,10 @@ pub struct CreateTable {
 
 /// What follows the table name in CREATE TABLE.
 #[derive(Debug, Clone, PartialEq)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one per CREATE TABLE statement; boxing the options would only burden matching"
+)]
 pub enum CreateTableBody {
     /// `LIKE other`.
     Like(String),
@@ -106,6 +111,29 @@ pub enum Definition {
     QualifierIndex(String),
     /// `ACCESS GROUP name [options] ( family, … ) [options]`.
     AccessGroup(AccessGroupDef),
+    /// `ITERATOR name = kind[(OPT = value, …)] [SCOPES (…)] [PRIORITY n]`: a table iterator.
+    Iterator(IteratorDef),
+}
+
+/// `kind` or `kind(OPT = value, …)`: a combiner or iterator kind with its options. The
+/// parser stores the kind lower-case and option names upper-case; values are text as
+/// written (a quoted string unquoted, a number or a bare word as it stands).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct KindCall {
+    pub kind: String,
+    pub options: IterOptions,
+}
+
+/// A table iterator definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IteratorDef {
+    /// Unique within the table; a plain name (letters, digits, `_`).
+    pub name: String,
+    pub call: KindCall,
+    /// `SCOPES (SCAN, MINOR, MAJOR)` as written; `None`: all three.
+    pub scopes: Option<Vec<IterScope>>,
+    /// `PRIORITY n`; `None`: the executor picks the lowest free multiple of 10.
+    pub priority: Option<u16>,
 }
 
 /// A column family definition.
@@ -126,6 +154,10 @@ pub struct ColumnOptions {
     pub time_order: Option<TimeOrder>,
     /// `COUNTER [true|false]`.
     pub counter: Option<bool>,
+    /// `COMBINER kind[(OPT = value, …)]` (a family option only, not a group or table default).
+    pub combiner: Option<KindCall>,
+    /// `APPEND_ONLY [true|false]` (a family option only).
+    pub append_only: Option<bool>,
 }
 
 impl ColumnOptions {
@@ -350,6 +382,8 @@ pub enum AlterAction {
     DropQualifierIndex(Vec<String>),
     /// `RENAME COLUMN FAMILY ( old, new )`.
     RenameColumnFamily { from: String, to: String },
+    /// `DROP ITERATOR name`.
+    DropIterator(String),
 }
 
 /// A timestamp as written, with its value where the text is a valid timestamp.
@@ -603,6 +637,8 @@ pub struct SelectOptions {
     pub scan_and_filter_rows: bool,
     /// `FS = 'c'`: the field separator.
     pub field_separator: Option<String>,
+    /// `WITH ITERATOR kind(…) [, kind(…)]*`: scan iterators, in order; empty when not given.
+    pub iterators: Vec<KindCall>,
 }
 
 /// Where a file name points, by its prefix.

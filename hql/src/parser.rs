@@ -1,6 +1,7 @@
 //! HQL parsing: one statement or a whole script, into the AST, with located errors.
 
 mod admin;
+mod kind;
 mod query;
 mod table;
 pub(crate) mod token;

@@ -6,9 +6,9 @@ use std::fmt::{self, Display, Formatter, Write as _};
 use crate::ast::{
     AccessGroupDef, AccessGroupOptions, AlterAction, CellInterval, CellKey, CellValue,
     ColumnOptions, ColumnPredicate, ColumnRef, ColumnSelector, Columns, CompactTarget,
-    CreateTableBody, DataSource, Definition, DeleteColumns, DeleteTime, Justify, LoadTarget,
-    Predicate, RelOp, RowInterval, RowKeyColumn, Statement, TableOptions, TimeOrder, Timestamp,
-    TimestampPredicate,
+    CreateTableBody, DataSource, Definition, DeleteColumns, DeleteTime, IteratorDef, Justify,
+    KindCall, LoadTarget, Predicate, RelOp, RowInterval, RowKeyColumn, Statement, TableOptions,
+    TimeOrder, Timestamp, TimestampPredicate,
 };
 use crate::parser::is_qualifier_char;
 use crate::parser::token::{is_keyword, is_name_char};
@@ -31,6 +31,73 @@ impl Display for Quoted<'_> {
             }
         }
         f.write_char('"')
+    }
+}
+
+/// An option value: single-quoted, with `\\ \' \n \t \r \0` escaped. A backslash that
+/// the parser keeps as written (one not before an escape letter, as in a regex's `\d`) is
+/// printed as it is.
+struct OptionValue<'a>(&'a str);
+
+impl Display for OptionValue<'_> {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_char('\'')?;
+        let mut chars = self.0.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => {
+                    // Kept as one character unless what follows would make it an escape
+                    // (an escape letter, or a character printed escaped).
+                    let kept = chars.peek().is_some_and(|n| {
+                        !matches!(
+                            n,
+                            'n' | 't' | 'r' | '0' | '\\' | '\'' | '"' | '\n' | '\t' | '\r' | '\0'
+                        )
+                    });
+                    f.write_str(if kept { "\\" } else { "\\\\" })?;
+                }
+                '\'' => f.write_str("\\'")?,
+                '\n' => f.write_str("\\n")?,
+                '\t' => f.write_str("\\t")?,
+                '\r' => f.write_str("\\r")?,
+                '\0' => f.write_str("\\0")?,
+                c => f.write_char(c)?,
+            }
+        }
+        f.write_char('\'')
+    }
+}
+
+impl Display for KindCall {
+    /// `kind` or `kind(OPT = 'value', ...)`, options in name order.
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.kind)?;
+        if self.options.is_empty() {
+            return Ok(());
+        }
+        f.write_char('(')?;
+        for (n, (k, v)) in self.options.iter().enumerate() {
+            if n > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{k} = {}", OptionValue(v))?;
+        }
+        f.write_char(')')
+    }
+}
+
+impl Display for IteratorDef {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "ITERATOR {} = {}", self.name, self.call)?;
+        if let Some(scopes) = &self.scopes {
+            f.write_str(" SCOPES (")?;
+            comma_list(f, scopes, |f, s| f.write_str(s.name()))?;
+            f.write_char(')')?;
+        }
+        if let Some(p) = self.priority {
+            write!(f, " PRIORITY {p}")?;
+        }
+        Ok(())
     }
 }
 
@@ -154,6 +221,14 @@ impl Display for ColumnOptions {
             Some(false) => f.write_str(" COUNTER false")?,
             None => {}
         }
+        if let Some(c) = &self.combiner {
+            write!(f, " COMBINER {c}")?;
+        }
+        match self.append_only {
+            Some(true) => f.write_str(" APPEND_ONLY")?,
+            Some(false) => f.write_str(" APPEND_ONLY false")?,
+            None => {}
+        }
         Ok(())
     }
 }
@@ -211,6 +286,7 @@ impl Display for Definition {
             Self::Index(n) => write!(f, "INDEX {}", Name(n)),
             Self::QualifierIndex(n) => write!(f, "QUALIFIER INDEX {}", Name(n)),
             Self::AccessGroup(g) => g.fmt(f),
+            Self::Iterator(i) => i.fmt(f),
         }
     }
 }
@@ -243,6 +319,7 @@ impl Display for AlterAction {
             Self::RenameColumnFamily { from, to } => {
                 write!(f, "RENAME COLUMN FAMILY ({}, {})", Name(from), Name(to))
             }
+            Self::DropIterator(n) => write!(f, "DROP ITERATOR {n}"),
         }
     }
 }
@@ -520,6 +597,10 @@ impl Display for Statement {
                 flag(f, o.scan_and_filter_rows, "SCAN_AND_FILTER_ROWS")?;
                 if let Some(fs) = &o.field_separator {
                     write!(f, " FS = {}", Quoted(fs))?;
+                }
+                if !o.iterators.is_empty() {
+                    f.write_str(" WITH ITERATOR ")?;
+                    comma_list(f, &o.iterators, |f, k| k.fmt(f))?;
                 }
                 Ok(())
             }

@@ -81,28 +81,73 @@ fn ttl() -> impl Strategy<Value = Ttl> {
         .prop_map(|(amount, unit)| Ttl { amount, unit })
 }
 
-fn column_options() -> impl Strategy<Value = ColumnOptions> {
+/// `kind(OPT = value, ...)`: kinds lower-case and option names upper-case (as the parser
+/// stores them), values any text.
+fn kind_call() -> BoxedStrategy<KindCall> {
+    (
+        "[a-z_][a-z0-9_]{0,8}",
+        vec(("[A-Z_][A-Z0-9_]{0,6}", text()), 0..4),
+    )
+        .prop_map(|(kind, opts)| KindCall {
+            kind,
+            options: opts.into_iter().collect(),
+        })
+        .boxed()
+}
+
+fn scope() -> impl Strategy<Value = IterScope> {
+    prop_oneof![
+        Just(IterScope::Scan),
+        Just(IterScope::Minor),
+        Just(IterScope::Major)
+    ]
+}
+
+fn iterator_def() -> BoxedStrategy<IteratorDef> {
+    (
+        "[a-zA-Z_][a-zA-Z0-9_]{0,8}",
+        kind_call(),
+        option::of(vec(scope(), 1..4)),
+        option::of(any::<u16>()),
+    )
+        .prop_map(|(name, call, scopes, priority)| IteratorDef {
+            name,
+            call,
+            scopes,
+            priority,
+        })
+        .boxed()
+}
+
+fn column_options() -> BoxedStrategy<ColumnOptions> {
     (
         option::of(any::<u32>()),
         option::of(ttl()),
         option::of(prop_oneof![Just(TimeOrder::Asc), Just(TimeOrder::Desc)]),
         option::of(any::<bool>()),
+        option::of(kind_call()),
+        option::of(any::<bool>()),
     )
-        .prop_map(|(max_versions, ttl, time_order, counter)| {
-            let mut o = ColumnOptions {
-                max_versions,
-                ttl,
-                time_order,
-                counter,
-            };
-            if o.counter == Some(true) {
-                o.max_versions = None;
-                if o.time_order == Some(TimeOrder::Desc) {
-                    o.time_order = None;
+        .prop_map(
+            |(max_versions, ttl, time_order, counter, combiner, append_only)| {
+                let mut o = ColumnOptions {
+                    max_versions,
+                    ttl,
+                    time_order,
+                    counter,
+                    combiner,
+                    append_only,
+                };
+                if o.counter == Some(true) {
+                    o.max_versions = None;
+                    if o.time_order == Some(TimeOrder::Desc) {
+                        o.time_order = None;
+                    }
                 }
-            }
-            o
-        })
+                o
+            },
+        )
+        .boxed()
 }
 
 fn compressor() -> impl Strategy<Value = CompressorSpec> {
@@ -150,7 +195,12 @@ fn group_options() -> impl Strategy<Value = AccessGroupOptions> {
         option::of(any::<u16>()),
         option::of(compressor()),
         option::of(bloom()),
-        column_options(),
+        // COMBINER and APPEND_ONLY are family options only.
+        column_options().prop_map(|o| ColumnOptions {
+            combiner: None,
+            append_only: None,
+            ..o
+        }),
     )
         .prop_map(
             |(in_memory, blocksize, replication, compressor, bloom_filter, column_defaults)| {
@@ -186,12 +236,13 @@ fn table_options() -> impl Strategy<Value = TableOptions> {
         )
 }
 
-fn definition() -> impl Strategy<Value = Definition> {
+fn definition() -> BoxedStrategy<Definition> {
     prop_oneof![
         3 => (nonempty_text(), column_options())
             .prop_map(|(name, options)| Definition::Family(FamilyDef { name, options })),
         1 => nonempty_text().prop_map(Definition::Index),
         1 => nonempty_text().prop_map(Definition::QualifierIndex),
+        1 => iterator_def().prop_map(Definition::Iterator),
         1 => (nonempty_text(), vec(nonempty_text(), 0..3), group_options()).prop_map(
             |(name, families, options)| Definition::AccessGroup(AccessGroupDef {
                 name,
@@ -200,6 +251,7 @@ fn definition() -> impl Strategy<Value = Definition> {
             })
         ),
     ]
+    .boxed()
 }
 
 fn column_ref() -> impl Strategy<Value = ColumnRef> {
@@ -280,7 +332,7 @@ fn predicates() -> impl Strategy<Value = Vec<Predicate>> {
         })
 }
 
-fn select_options() -> impl Strategy<Value = SelectOptions> {
+fn select_options() -> BoxedStrategy<SelectOptions> {
     (
         (
             option::of(any::<u32>()),
@@ -293,30 +345,35 @@ fn select_options() -> impl Strategy<Value = SelectOptions> {
         option::of(text()),
         vec(any::<bool>(), 7),
         option::of(text()),
+        vec(kind_call(), 0..3),
     )
-        .prop_map(|((mv, limit, offset, cl, co, clpf), into_file, f, fs)| {
-            SelectOptions {
-                max_versions: mv,
-                limit,
-                offset,
-                cell_limit: cl,
-                // OFFSET and CELL_OFFSET exclude each other.
-                cell_offset: if offset.is_some() { None } else { co },
-                cell_limit_per_family: clpf,
-                into_file,
-                display_timestamps: f[0],
-                display_revisions: f[1],
-                keys_only: f[2],
-                no_escape: f[3],
-                return_deletes: f[4],
-                no_cache: f[5],
-                scan_and_filter_rows: f[6],
-                field_separator: fs,
-            }
-        })
+        .prop_map(
+            |((mv, limit, offset, cl, co, clpf), into_file, f, fs, iterators)| {
+                SelectOptions {
+                    max_versions: mv,
+                    limit,
+                    offset,
+                    cell_limit: cl,
+                    // OFFSET and CELL_OFFSET exclude each other.
+                    cell_offset: if offset.is_some() { None } else { co },
+                    cell_limit_per_family: clpf,
+                    into_file,
+                    display_timestamps: f[0],
+                    display_revisions: f[1],
+                    keys_only: f[2],
+                    no_escape: f[3],
+                    return_deletes: f[4],
+                    no_cache: f[5],
+                    scan_and_filter_rows: f[6],
+                    field_separator: fs,
+                    iterators,
+                }
+            },
+        )
+        .boxed()
 }
 
-fn select() -> impl Strategy<Value = Statement> {
+fn select() -> BoxedStrategy<Statement> {
     (
         any::<bool>(),
         columns(),
@@ -333,6 +390,7 @@ fn select() -> impl Strategy<Value = Statement> {
                 options,
             })
         })
+        .boxed()
 }
 
 fn cell_value() -> impl Strategy<Value = CellValue> {
@@ -476,7 +534,7 @@ fn dump_table() -> impl Strategy<Value = Statement> {
         )
 }
 
-fn create_table() -> impl Strategy<Value = Statement> {
+fn create_table() -> BoxedStrategy<Statement> {
     (
         nonempty_text(),
         any::<bool>(),
@@ -497,9 +555,10 @@ fn create_table() -> impl Strategy<Value = Statement> {
                 body,
             })
         })
+        .boxed()
 }
 
-fn alter_table() -> impl Strategy<Value = Statement> {
+fn alter_table() -> BoxedStrategy<Statement> {
     let action = prop_oneof![
         vec(definition(), 0..3).prop_map(AlterAction::Add),
         vec(definition(), 0..3).prop_map(AlterAction::Modify),
@@ -508,9 +567,11 @@ fn alter_table() -> impl Strategy<Value = Statement> {
         vec(nonempty_text(), 1..3).prop_map(AlterAction::DropQualifierIndex),
         (nonempty_text(), nonempty_text())
             .prop_map(|(from, to)| AlterAction::RenameColumnFamily { from, to }),
+        "[a-zA-Z_][a-zA-Z0-9_]{0,8}".prop_map(AlterAction::DropIterator),
     ];
     (nonempty_text(), vec(action, 1..4))
         .prop_map(|(table, actions)| Statement::AlterTable(AlterTable { table, actions }))
+        .boxed()
 }
 
 fn admin() -> impl Strategy<Value = Statement> {
@@ -763,6 +824,19 @@ fn token_soup() -> impl Strategy<Value = String> {
             "NAMESPACE",
             "USE",
             "/a/b",
+            "COMBINER",
+            "APPEND_ONLY",
+            "ITERATOR",
+            "SCOPES",
+            "SCAN",
+            "MINOR",
+            "MAJOR",
+            "PRIORITY",
+            "WITH",
+            "sum",
+            "uid_set(MAX = 20)",
+            "age_off(TTL = '30 DAYS')",
+            "-5",
         ])
         .prop_map(str::to_string),
         "\\PC{1,3}",
@@ -806,5 +880,119 @@ proptest! {
             n -= 1;
         }
         check_no_panic(&text[..n])?;
+    }
+}
+
+// ---- SHOW CREATE TABLE of combiners, APPEND_ONLY and iterators ----
+
+/// Runs one statement on `ex`, returning its output.
+fn exec(ex: &mut hql::exec::Executor, stmt: &str) -> String {
+    let s = parse_statement(stmt).unwrap_or_else(|e| panic!("{stmt}\n{e}"));
+    let mut out = Vec::new();
+    ex.execute(&s, &mut out)
+        .unwrap_or_else(|e| panic!("{stmt}: {e}"));
+    String::from_utf8(out).expect("utf-8 output")
+}
+
+/// HQL -> schema -> SHOW CREATE TABLE -> HQL -> the same schema (ids, families, groups,
+/// combiners, APPEND_ONLY, iterators with their scopes and priorities), and the priorities
+/// HQL picks: explicit ones first, then the lowest multiple of 10 free in all the scopes.
+#[test]
+fn show_create_table_recreates_combiners_and_iterators() {
+    use std::sync::Arc;
+
+    use client::Client;
+    use common::iterators::{IterScope, IteratorSpec};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let client = Arc::new(
+        embedded::EmbeddedClient::open(dir.path().join("db"), embedded::EmbeddedOptions::default())
+            .expect("open"),
+    );
+    let mut ex = hql::exec::Executor::new(client.clone() as Arc<dyn client::Client>);
+    exec(
+        &mut ex,
+        "CREATE TABLE t (hits COUNTER, total COMBINER sum(ENCODING = fixed64), peak COMBINER \
+         max, tags COMBINER string_set(MAX = 100), docs COMBINER uid_set(MAX = 20) APPEND_ONLY, \
+         plain TTL 30 DAYS, ACCESS GROUP g (docs, plain), \
+         ITERATOR old = age_off(TTL = '30 DAYS'), \
+         ITERATOR tmp = value_regex(REGEX = '^tmp\\d', NEGATE = true) SCOPES (MAJOR) PRIORITY 10, \
+         ITERATOR rows = whole_row SCOPES (SCAN))",
+    );
+    exec(
+        &mut ex,
+        "ALTER TABLE t ADD (ITERATOR first = first_in_row SCOPES (SCAN), extra COMBINER min)",
+    );
+    let shown = exec(&mut ex, "SHOW CREATE TABLE t");
+    let t = client.table_schema("/t").expect("schema");
+    let its: Vec<(&str, u16, &[IterScope])> = t
+        .iterators
+        .iter()
+        .map(|i: &IteratorSpec| (i.name.as_str(), i.priority, i.scopes.as_slice()))
+        .collect();
+    use IterScope::*;
+    assert_eq!(
+        its,
+        vec![
+            ("old", 20, &[Scan, Minor, Major][..]),
+            ("tmp", 10, &[Major][..]),
+            ("rows", 10, &[Scan][..]),
+            ("first", 30, &[Scan][..]),
+        ],
+        "{shown}"
+    );
+    for want in [
+        "total COMBINER sum(ENCODING = 'fixed64')",
+        "docs COMBINER uid_set(MAX = '20') APPEND_ONLY",
+        "ITERATOR old = age_off(TTL = '30 DAYS') SCOPES (SCAN, MINOR, MAJOR) PRIORITY 20",
+        r"ITERATOR tmp = value_regex(NEGATE = 'true', REGEX = '^tmp\d') SCOPES (MAJOR) PRIORITY 10",
+    ] {
+        assert!(shown.contains(want), "{want:?} not in\n{shown}");
+    }
+    let again = shown.replacen("CREATE TABLE t ", "CREATE TABLE u ", 1);
+    assert_ne!(again, shown);
+    exec(&mut ex, &again);
+    let u = client.table_schema("/u").expect("schema");
+    assert_eq!(u.families, t.families);
+    assert_eq!(u.access_groups, t.access_groups);
+    assert_eq!(u.iterators, t.iterators);
+    assert_eq!(exec(&mut ex, "SHOW CREATE TABLE u"), again);
+    // DROP ITERATOR removes exactly that one; an absent one is named.
+    exec(&mut ex, "ALTER TABLE u DROP ITERATOR tmp");
+    let names: Vec<String> = client
+        .table_schema("/u")
+        .expect("schema")
+        .iterators
+        .into_iter()
+        .map(|i| i.name)
+        .collect();
+    assert_eq!(names, ["old", "rows", "first"]);
+    let s = parse_statement("ALTER TABLE u DROP ITERATOR tmp").expect("parse");
+    let e = ex
+        .execute(&s, &mut Vec::new())
+        .expect_err("absent iterator");
+    assert_eq!(e.to_string(), "iterator 'tmp' does not exist in table '/u'");
+    // MODIFY takes APPEND_ONLY away; the engine refuses to set it on an existing family (older
+    // deletes may lie in its stores) or to change a combiner (stored values are in its form),
+    // and hql passes its messages through.
+    exec(&mut ex, "ALTER TABLE u MODIFY (docs APPEND_ONLY false)");
+    let docs = client
+        .table_schema("/u")
+        .expect("schema")
+        .family("docs")
+        .cloned();
+    let docs = docs.expect("family docs");
+    assert!(!docs.append_only);
+    assert_eq!(docs.combiner.map(|c| c.kind), Some("uid_set".into()));
+    for (stmt, family) in [
+        ("ALTER TABLE u MODIFY (peak APPEND_ONLY)", "peak"),
+        (
+            "ALTER TABLE u MODIFY (tags COMBINER string_set(MAX = 5))",
+            "tags",
+        ),
+    ] {
+        let s = parse_statement(stmt).expect("parse");
+        let e = ex.execute(&s, &mut Vec::new()).expect_err(stmt);
+        let want = format!("cannot alter table '/u': column family '{family}': ");
+        assert!(e.to_string().starts_with(&want), "{stmt}: {e}");
     }
 }

@@ -465,7 +465,7 @@ fn select_offset_1_limit_u64_max_returns_the_rest() {
     d.ok(r#"INSERT INTO t VALUES ("r1", "a", "x"), ("r2", "a", "y"), ("r3", "a", "x")"#);
     let out = d.ok("SELECT * FROM t OFFSET 1 LIMIT 18446744073709551615");
     assert_eq!(out, "r2\ta\ty\nr3\ta\tx\n");
-    // Through the executor's own limits (value predicates), too.
+    // With value predicates too (filtered, then limited, in the server).
     let out = d.ok(r#"SELECT * FROM t WHERE a = "x" OFFSET 1 LIMIT 18446744073709551615"#);
     assert_eq!(out, "r3\ta\tx\n");
     let out = d.ok("SELECT * FROM t CELL_OFFSET 1 CELL_LIMIT 18446744073709551615");

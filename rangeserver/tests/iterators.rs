@@ -53,7 +53,7 @@ fn schema() -> TableSchema {
 }
 
 struct Db {
-    _rt: tokio::runtime::Runtime,
+    rt: tokio::runtime::Runtime,
     _dir: tempfile::TempDir,
     e: Engine,
 }
@@ -64,11 +64,7 @@ fn open_with(schema: TableSchema, o: EngineOptions) -> Db {
     let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
     let e = Engine::open(fs, "/ht", o, rt.handle().clone()).unwrap();
     e.create_table(schema).unwrap();
-    Db {
-        _rt: rt,
-        _dir: dir,
-        e,
-    }
+    Db { rt, _dir: dir, e }
 }
 
 fn open() -> Db {
@@ -300,6 +296,24 @@ fn table_and_scan_iterators_and_value_predicates() {
     };
     let got: Vec<Vec<u8>> = scan(e, &count).into_iter().map(|c| c.2).collect();
     assert_eq!(got, [b"1".to_vec(), b"1".to_vec(), b"2".to_vec()]);
+    // A family filter keeps only its families (and asks the source for no others).
+    for (o, want) in [
+        (vec![("FAMILIES", "b")], vec![&b"y2"[..], b"w3"]),
+        (
+            vec![("FAMILIES", "b"), ("NEGATE", "true")],
+            vec![&b"x1"[..], b"z3"],
+        ),
+    ] {
+        let spec = ScanSpec {
+            iterators: vec![ScanIterator {
+                kind: "family_filter".into(),
+                options: opts(&o),
+            }],
+            ..ScanSpec::default()
+        };
+        let got: Vec<Vec<u8>> = scan(e, &spec).into_iter().map(|c| c.2).collect();
+        assert_eq!(got, want, "{o:?}");
+    }
     // Value predicates: rows with a matching cell, shown columns only; LIMIT counts them.
     let preds = ScanSpec {
         value_predicates: Some(ValuePredicates {
@@ -426,6 +440,20 @@ fn a_filter_that_skips_much_yields_and_the_scan_goes_on() {
     }
     assert_eq!(rows, want);
     assert!(yields >= 5, "{yields} yields");
+    // The range server's path: blocks from a blocking task that hands its thread back at each
+    // yield and goes on in a new one.
+    let _in_runtime = db.rt.enter();
+    let mut rx = e.scan_stream(T, spec, 3, 2);
+    let got: Vec<String> = db.rt.block_on(async move {
+        let mut out = Vec::new();
+        while let Some(block) = rx.recv().await {
+            for c in block.unwrap() {
+                out.push(String::from_utf8(c.key.row).unwrap());
+            }
+        }
+        out
+    });
+    assert_eq!(got, want);
 }
 
 #[test]
@@ -470,4 +498,56 @@ fn a_scan_sees_a_batch_whole_or_not_at_all() {
     }
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(writer.join().unwrap() > 0);
+}
+
+/// A filter below a row iterator yields in the middle of a row (its budget is spent on the
+/// row's first, rejected cells); the scan resumes there, not at the next row.
+#[test]
+fn a_row_iterator_over_a_yielding_filter_loses_no_row() {
+    let mut s = TableSchema::new(T, "/t");
+    s.add_family("a");
+    let o = EngineOptions {
+        scan_work_per_block: 7,
+        ..EngineOptions::default()
+    };
+    let db = open_with(s, o);
+    let e = &db.e;
+    let mut muts = Vec::new();
+    for r in 0..30 {
+        for q in 0..20 {
+            let v = if q >= 15 { "keep" } else { "drop" };
+            muts.push(Mutation::insert(
+                format!("r{r:02}"),
+                1,
+                format!("q{q:02}"),
+                v,
+            ));
+        }
+    }
+    e.apply(T, &muts).unwrap();
+    let spec = ScanSpec {
+        iterators: vec![
+            ScanIterator {
+                kind: "value_regex".into(),
+                options: opts(&[("REGEX", "^keep$")]),
+            },
+            ScanIterator {
+                kind: "whole_row".into(),
+                options: opts(&[]),
+            },
+        ],
+        ..ScanSpec::default()
+    };
+    let cells = e.scan(T, &spec).unwrap().collect_all().unwrap();
+    assert_eq!(cells.len(), 30 * 5);
+    let _in_runtime = db.rt.enter();
+    let mut rx = e.scan_stream(T, spec, 4, 2);
+    let n = db.rt.block_on(async move {
+        let mut n = 0;
+        while let Some(block) = rx.recv().await {
+            n += block.unwrap().len();
+        }
+        n
+    });
+    assert_eq!(n, 30 * 5);
 }

@@ -14,7 +14,7 @@ pub(super) fn dump_table(ex: &mut Executor, d: &DumpTable, out: &mut dyn Write) 
     let path = ex.resolve(&d.table);
     let schema = ex.client.table_schema(&path)?;
     let q = build_query(&schema, &path, &d.columns, &d.predicates)?;
-    if !q.filter.is_empty() {
+    if q.has_value_predicates {
         return Err(ExecError::invalid(
             "DUMP TABLE does not take column value predicates",
         ));

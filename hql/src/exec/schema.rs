@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use client::ClientError;
+use common::iterators::{CombinerSpec, IterScope, IteratorSpec};
 use common::schema::{
     AccessGroupSpec, BloomFilterMode, BloomFilterSpec, Compressor, Durability, FamilySpec,
     TableSchema, TimeOrder,
@@ -12,8 +13,8 @@ use common::schema::{
 use super::{ExecError, Executor, Result};
 use crate::ast::{
     AccessGroupDef, AccessGroupOptions, AlterAction, AlterTable, BloomFilterOption, Codec,
-    ColumnOptions, CompressorSpec, CreateTable, CreateTableBody, Definition, FamilyDef, Statement,
-    TableOptions, TimeUnit, Ttl,
+    ColumnOptions, CompressorSpec, CreateTable, CreateTableBody, Definition, FamilyDef,
+    IteratorDef, KindCall, Statement, TableOptions, TimeUnit, Ttl,
 };
 
 /// Family ids are one byte and 0 is reserved.
@@ -54,7 +55,87 @@ fn apply_column(f: &mut FamilySpec, o: &ColumnOptions) -> Result<()> {
     if let Some(c) = o.counter {
         f.counter = c;
     }
+    if let Some(k) = &o.combiner {
+        f.combiner = Some(CombinerSpec {
+            kind: k.kind.clone(),
+            options: k.options.clone(),
+        });
+    }
+    if let Some(b) = o.append_only {
+        f.append_only = b;
+    }
     Ok(())
+}
+
+/// The highest priority HQL picks by itself (the last multiple of 10 a `u16` holds).
+const MAX_DEFAULT_PRIORITY: u16 = 65_530;
+
+/// Adds table iterators in the order written: those without a PRIORITY get the lowest
+/// multiple of 10 from 10 up that no iterator (already in the table, given one explicitly
+/// in this statement, or placed before it) has in any of its scopes.
+fn add_iterators(s: &mut TableSchema, path: &str, defs: &[&IteratorDef]) -> Result<()> {
+    let mut new: Vec<(IteratorSpec, bool)> = Vec::new();
+    for d in defs {
+        if s.iterators.iter().any(|i| i.name == d.name) {
+            return Err(ExecError::invalid(format!(
+                "iterator '{}' already exists in table '{path}'",
+                d.name
+            )));
+        }
+        if new.iter().any(|(i, _)| i.name == d.name) {
+            return Err(ExecError::invalid(format!(
+                "iterator '{}' is defined twice in table '{path}'",
+                d.name
+            )));
+        }
+        let mut scopes = d.scopes.clone().unwrap_or_else(|| IterScope::ALL.to_vec());
+        scopes.sort();
+        new.push((
+            IteratorSpec {
+                name: d.name.clone(),
+                kind: d.call.kind.clone(),
+                options: d.call.options.clone(),
+                scopes,
+                priority: d.priority.unwrap_or(0),
+            },
+            d.priority.is_some(),
+        ));
+    }
+    let mut taken: Vec<(u16, Vec<IterScope>)> = s
+        .iterators
+        .iter()
+        .chain(new.iter().filter(|(_, explicit)| *explicit).map(|(i, _)| i))
+        .map(|i| (i.priority, i.scopes.clone()))
+        .collect();
+    for (it, explicit) in &mut new {
+        if *explicit {
+            continue;
+        }
+        let free = (1..=MAX_DEFAULT_PRIORITY / 10).map(|n| n * 10).find(|p| {
+            !taken
+                .iter()
+                .any(|(q, sc)| q == p && sc.iter().any(|x| it.scopes.contains(x)))
+        });
+        it.priority = free.ok_or_else(|| {
+            ExecError::invalid(format!(
+                "iterator '{}' of table '{path}': no multiple of 10 up to \
+                 {MAX_DEFAULT_PRIORITY} is free as its priority; give one with PRIORITY n",
+                it.name
+            ))
+        })?;
+        taken.push((it.priority, it.scopes.clone()));
+    }
+    s.iterators.extend(new.into_iter().map(|(i, _)| i));
+    Ok(())
+}
+
+fn iterator_defs(defs: &[Definition]) -> Vec<&IteratorDef> {
+    defs.iter()
+        .filter_map(|d| match d {
+            Definition::Iterator(i) => Some(i),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Sets the access group options that are given.
@@ -124,7 +205,7 @@ fn build(path: &str, defs: &[Definition], opts: &TableOptions) -> Result<TableSc
                     }
                 }
             }
-            Definition::Index(_) | Definition::QualifierIndex(_) => {}
+            Definition::Index(_) | Definition::QualifierIndex(_) | Definition::Iterator(_) => {}
         }
     }
     if fams.len() > MAX_FAMILY_ID as usize {
@@ -167,6 +248,7 @@ fn build(path: &str, defs: &[Definition], opts: &TableOptions) -> Result<TableSc
     for d in defs {
         set_index(&mut schema, path, d, true)?;
     }
+    add_iterators(&mut schema, path, &iterator_defs(defs))?;
     if let Some(d) = opts.durability {
         schema.durability = d;
     }
@@ -251,6 +333,7 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
     for action in &a.actions {
         match action {
             AlterAction::Add(defs) => {
+                add_iterators(&mut s, &path, &iterator_defs(defs))?;
                 for d in defs {
                     match d {
                         Definition::Family(fd) => add_family(&mut s, &path, fd, "default")?,
@@ -275,6 +358,7 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
                         Definition::Index(_) | Definition::QualifierIndex(_) => {
                             set_index(&mut s, &path, d, true)?;
                         }
+                        Definition::Iterator(_) => {}
                     }
                 }
             }
@@ -311,6 +395,13 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
                         Definition::Index(_) | Definition::QualifierIndex(_) => {
                             set_index(&mut s, &path, d, true)?;
                         }
+                        Definition::Iterator(i) => {
+                            return Err(ExecError::invalid(format!(
+                                "ALTER TABLE MODIFY cannot change iterator '{}' of table \
+                                 '{path}': DROP ITERATOR it and ADD it again",
+                                i.name
+                            )));
+                        }
                     }
                 }
             }
@@ -337,6 +428,14 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
                     )));
                 }
                 live_family_mut(&mut s, &path, from)?.name = to.clone();
+            }
+            AlterAction::DropIterator(name) => {
+                let Some(at) = s.iterators.iter().position(|i| i.name == *name) else {
+                    return Err(ExecError::invalid(format!(
+                        "iterator '{name}' does not exist in table '{path}'"
+                    )));
+                };
+                s.iterators.remove(at);
             }
         }
     }
@@ -376,6 +475,27 @@ fn column_options(f: &FamilySpec) -> ColumnOptions {
         ttl: (f.ttl_secs > 0).then(|| ttl_of(f.ttl_secs)),
         time_order: (f.time_order == TimeOrder::Desc).then_some(TimeOrder::Desc),
         counter: f.counter.then_some(true),
+        combiner: f.combiner.as_ref().map(kind_call),
+        append_only: f.append_only.then_some(true),
+    }
+}
+
+fn kind_call(c: &CombinerSpec) -> KindCall {
+    KindCall {
+        kind: c.kind.clone(),
+        options: c.options.clone(),
+    }
+}
+
+fn iterator_def(i: &IteratorSpec) -> IteratorDef {
+    IteratorDef {
+        name: i.name.clone(),
+        call: KindCall {
+            kind: i.kind.clone(),
+            options: i.options.clone(),
+        },
+        scopes: Some(i.scopes.clone()),
+        priority: Some(i.priority),
     }
 }
 
@@ -470,6 +590,11 @@ pub(super) fn show_create(s: &TableSchema) -> String {
             options: group_options(g),
         }));
     }
+    defs.extend(
+        s.iterators
+            .iter()
+            .map(|i| Definition::Iterator(iterator_def(i))),
+    );
     let options = TableOptions {
         group_defaults: AccessGroupOptions::default(),
         group_commit_interval_ms: (s.group_commit_interval_ms > 0)
@@ -559,6 +684,16 @@ pub(super) fn describe(s: &TableSchema, with_ids: bool) -> String {
                 let _ = writeln!(o, "        <TimeOrder>desc</TimeOrder>");
             }
             let _ = writeln!(o, "        <Counter>{}</Counter>", f.counter);
+            if let Some(c) = &f.combiner {
+                let _ = writeln!(
+                    o,
+                    "        <Combiner>{}</Combiner>",
+                    xml_escape(&kind_call(c).to_string())
+                );
+            }
+            if f.append_only {
+                let _ = writeln!(o, "        <AppendOnly>true</AppendOnly>");
+            }
             let _ = writeln!(o, "      </Options>");
             if f.value_index {
                 let _ = writeln!(o, "      <Index>true</Index>");
@@ -570,6 +705,21 @@ pub(super) fn describe(s: &TableSchema, with_ids: bool) -> String {
             let _ = writeln!(o, "    </ColumnFamily>");
         }
         let _ = writeln!(o, "  </AccessGroup>");
+    }
+    for i in &s.iterators {
+        let scopes: Vec<&str> = i.scopes.iter().map(|s| s.name()).collect();
+        let call = KindCall {
+            kind: i.kind.clone(),
+            options: i.options.clone(),
+        };
+        let _ = writeln!(
+            o,
+            "  <Iterator name=\"{}\" priority=\"{}\" scopes=\"{}\">{}</Iterator>",
+            xml_escape(&i.name),
+            i.priority,
+            scopes.join(","),
+            xml_escape(&call.to_string())
+        );
     }
     o.push_str("</Schema>\n");
     o

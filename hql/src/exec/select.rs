@@ -1,14 +1,18 @@
 //! SELECT: WHERE predicates and options to a [`ScanSpec`], and the scan's cells to the output,
 //! streamed cell by cell through a buffer so that memory stays bounded.
+//!
+//! Column value predicates and `WITH ITERATOR` go into the spec and run in the range server,
+//! so only the cells of matching rows cross the network, and LIMIT, OFFSET, CELL_LIMIT and
+//! CELL_OFFSET count what is returned (per row or cell interval, as every limit in ht).
 
-use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::{BufWriter, Write};
 use std::ops::Bound;
 
+use common::iterators::{ScanIterator, ValuePredicate, ValuePredicates, ValueTest};
 use common::scan_spec::{
     CellInterval, CellPos, ColumnSelector, QualifierMatch, RowInterval, prefix_successor,
 };
-use common::{Cell, ScanSpec, TableSchema};
+use common::{ScanSpec, TableSchema};
 use regex::bytes::Regex;
 
 use super::output::{CellFormat, FileSink, family_names, write_cell};
@@ -21,120 +25,9 @@ type Intervals<T> = Vec<(Bound<T>, Bound<T>)>;
 /// A scan to run: the spec, or `None` when the predicates select nothing at all.
 pub(super) struct Query {
     pub spec: Option<ScanSpec>,
-    /// Column value predicates (ORed), applied per row here.
-    pub filter: ValueFilter,
-    /// The families the user selected (empty: all), when predicates widened the scan.
-    pub output_columns: Vec<ColumnSelector>,
-}
-
-/// The column value predicates of a query (ORed), resolved into sets so that a cell is judged
-/// in about constant time however many predicates there are: exact values in a hash set,
-/// prefixes in a sorted prefix-free set, per family and qualifier.
-#[derive(Default)]
-pub(super) struct ValueFilter {
-    families: HashMap<u8, FamilyTests>,
-}
-
-/// The tests on one family: those on any qualifier and those on one qualifier.
-#[derive(Default)]
-struct FamilyTests {
-    any_qualifier: ValueTests,
-    by_qualifier: HashMap<Vec<u8>, ValueTests>,
-}
-
-/// Value tests, any of which may match.
-#[derive(Default)]
-struct ValueTests {
-    exists: bool,
-    exact: HashSet<Vec<u8>>,
-    /// No member starts with another, so the only member that can be a prefix of a value is
-    /// the greatest one not above it.
-    prefixes: BTreeSet<Vec<u8>>,
-    regexes: Vec<Regex>,
-}
-
-enum ValueTest {
-    Equals(Vec<u8>),
-    Prefix(Vec<u8>),
-    Regex(Regex),
-    Exists,
-}
-
-impl ValueTests {
-    fn add(&mut self, test: ValueTest) {
-        match test {
-            ValueTest::Exists => self.exists = true,
-            ValueTest::Equals(v) => {
-                self.exact.insert(v);
-            }
-            ValueTest::Regex(r) => self.regexes.push(r),
-            ValueTest::Prefix(p) => {
-                if self.has_prefix_of(&p) {
-                    return;
-                }
-                // Longer prefixes that `p` covers go: the set stays prefix-free.
-                let covered: Vec<Vec<u8>> = self
-                    .prefixes
-                    .range::<[u8], _>((Bound::Included(p.as_slice()), Bound::Unbounded))
-                    .take_while(|q| q.starts_with(&p))
-                    .cloned()
-                    .collect();
-                for q in covered {
-                    self.prefixes.remove(&q);
-                }
-                self.prefixes.insert(p);
-            }
-        }
-    }
-
-    fn has_prefix_of(&self, v: &[u8]) -> bool {
-        self.prefixes
-            .range::<[u8], _>((Bound::Unbounded, Bound::Included(v)))
-            .next_back()
-            .is_some_and(|p| v.starts_with(p))
-    }
-
-    fn matches(&self, v: &[u8]) -> bool {
-        self.exists
-            || self.exact.contains(v)
-            || self.has_prefix_of(v)
-            || self.regexes.iter().any(|r| r.is_match(v))
-    }
-}
-
-impl ValueFilter {
-    fn add(&mut self, family: u8, qualifier: Option<Vec<u8>>, test: ValueTest) {
-        let f = self.families.entry(family).or_default();
-        match qualifier {
-            None => f.any_qualifier.add(test),
-            Some(q) => f.by_qualifier.entry(q).or_default().add(test),
-        }
-    }
-
-    /// True when there are no predicates.
-    pub fn is_empty(&self) -> bool {
-        self.families.is_empty()
-    }
-
-    /// The families the predicates test, in id order.
-    fn families(&self) -> Vec<u8> {
-        let mut f: Vec<u8> = self.families.keys().copied().collect();
-        f.sort_unstable();
-        f
-    }
-
-    fn matches(&self, c: &Cell) -> bool {
-        if c.key.flag.is_delete() {
-            return false;
-        }
-        let Some(f) = self.families.get(&c.key.family) else {
-            return false;
-        };
-        f.any_qualifier.matches(&c.value)
-            || f.by_qualifier
-                .get(c.key.qualifier.as_slice())
-                .is_some_and(|t| t.matches(&c.value))
-    }
+    /// Whether the WHERE clause has column value predicates (they are in the spec's
+    /// `value_predicates`, run by the range server).
+    pub has_value_predicates: bool,
 }
 
 fn regex(re: &str, what: &str) -> Result<Regex> {
@@ -366,7 +259,7 @@ pub(super) fn build_query(
     };
     let mut rows: Option<Intervals<Vec<u8>>> = None;
     let mut cells: Option<Intervals<CellPos>> = None;
-    let mut filter = ValueFilter::default();
+    let mut tests: Vec<ValuePredicate> = Vec::new();
     for p in preds {
         match p {
             Predicate::Row(list) => {
@@ -395,13 +288,13 @@ pub(super) fn build_query(
                 }
             }
             Predicate::Columns(list) => {
-                if !filter.is_empty() {
+                if !tests.is_empty() {
                     return Err(ExecError::invalid(
                         "only one group of column value predicates (ORed) is supported",
                     ));
                 }
                 for cp in list {
-                    add_value_test(&mut filter, s, path, cp)?;
+                    tests.push(value_test(s, path, cp)?);
                 }
             }
         }
@@ -411,16 +304,23 @@ pub(super) fn build_query(
             "ROW and CELL predicates cannot be combined in one query",
         ));
     }
-    let mut output_columns = Vec::new();
-    if !filter.is_empty() && !spec.columns.is_empty() {
-        // The predicates' families must be read even when they are not displayed.
-        output_columns = spec.columns.clone();
-        for family in filter.families() {
-            spec.columns.push(ColumnSelector {
-                family,
-                qualifier: QualifierMatch::All,
-            });
+    let has_value_predicates = !tests.is_empty();
+    if has_value_predicates {
+        let mut output = Vec::new();
+        if !spec.columns.is_empty() {
+            // The predicates' families must be read even when they are not displayed.
+            output = spec.columns.clone();
+            let mut families: Vec<u8> = tests.iter().map(|t| t.family).collect();
+            families.sort_unstable();
+            families.dedup();
+            for family in families {
+                spec.columns.push(ColumnSelector {
+                    family,
+                    qualifier: QualifierMatch::All,
+                });
+            }
         }
+        spec.value_predicates = Some(ValuePredicates { tests, output });
     }
     let nothing = matches!(&rows, Some(r) if r.is_empty())
         || matches!(&cells, Some(c) if c.is_empty())
@@ -439,17 +339,11 @@ pub(super) fn build_query(
     }
     Ok(Query {
         spec: (!nothing).then_some(spec),
-        filter,
-        output_columns,
+        has_value_predicates,
     })
 }
 
-fn add_value_test(
-    filter: &mut ValueFilter,
-    s: &TableSchema,
-    path: &str,
-    cp: &ColumnPredicate,
-) -> Result<()> {
+fn value_test(s: &TableSchema, path: &str, cp: &ColumnPredicate) -> Result<ValuePredicate> {
     let (col, test) = match cp {
         ColumnPredicate::ValueEquals { column, value } => {
             (column, ValueTest::Equals(value.as_bytes().to_vec()))
@@ -463,22 +357,11 @@ fn add_value_test(
         ),
         ColumnPredicate::Exists(column) => (column, ValueTest::Exists),
     };
-    let family = family_id(s, path, &col.family)?;
-    let qualifier = col.qualifier.as_ref().map(|q| q.as_bytes().to_vec());
-    filter.add(family, qualifier, test);
-    Ok(())
-}
-
-/// Limits applied here instead of in the scan, when rows are filtered by value predicates.
-#[derive(Default)]
-struct LocalLimits {
-    row_limit: u64,
-    row_offset: u64,
-    cell_limit: u64,
-    cell_offset: u64,
-    rows_seen: u64,
-    cells_seen: u64,
-    cells_out: u64,
+    Ok(ValuePredicate {
+        family: family_id(s, path, &col.family)?,
+        qualifier: col.qualifier.as_ref().map(|q| q.as_bytes().to_vec()),
+        test,
+    })
 }
 
 pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Result<u64> {
@@ -503,26 +386,24 @@ pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Re
             .as_bytes()
             .to_vec(),
     };
-    let mut limits = LocalLimits::default();
     let spec = q.spec.map(|mut spec| {
         spec.max_versions = o.max_versions.unwrap_or(0);
         spec.cell_limit_per_family = o.cell_limit_per_family.unwrap_or(0);
-        spec.keys_only = o.keys_only && q.filter.is_empty();
+        spec.keys_only = o.keys_only;
         spec.return_deletes = o.return_deletes;
         spec.no_cache = o.no_cache;
-        let (rl, ro, cl, co) = (
-            o.limit.unwrap_or(0),
-            o.offset.unwrap_or(0),
-            o.cell_limit.unwrap_or(0),
-            o.cell_offset.unwrap_or(0),
-        );
-        if q.filter.is_empty() {
-            (spec.row_limit, spec.row_offset) = (rl, ro);
-            (spec.cell_limit, spec.cell_offset) = (cl, co);
-        } else {
-            (limits.row_limit, limits.row_offset) = (rl, ro);
-            (limits.cell_limit, limits.cell_offset) = (cl, co);
-        }
+        spec.row_limit = o.limit.unwrap_or(0);
+        spec.row_offset = o.offset.unwrap_or(0);
+        spec.cell_limit = o.cell_limit.unwrap_or(0);
+        spec.cell_offset = o.cell_offset.unwrap_or(0);
+        spec.iterators = o
+            .iterators
+            .iter()
+            .map(|k| ScanIterator {
+                kind: k.kind.clone(),
+                options: k.options.clone(),
+            })
+            .collect();
         spec
     });
     let families = family_names(&schema);
@@ -543,47 +424,14 @@ pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Re
                 &mut stdout_buf
             }
         };
-        let n = match spec {
-            None => 0,
-            Some(spec) => {
-                let mut scanner = ex.client.scanner(&path, spec)?;
-                if q.filter.is_empty() {
-                    let mut n = 0u64;
-                    while let Some(cell) = scanner.next_cell()? {
-                        write_cell(w, &format, &cell, &families)?;
-                        n += 1;
-                    }
-                    n
-                } else {
-                    let mut row: Vec<Cell> = Vec::new();
-                    while let Some(cell) = scanner.next_cell()? {
-                        if row.first().is_some_and(|c| c.key.row != cell.key.row) {
-                            emit_row(
-                                w,
-                                &format,
-                                &families,
-                                &q.filter,
-                                &q.output_columns,
-                                &row,
-                                &mut limits,
-                            )?;
-                            row.clear();
-                        }
-                        row.push(cell);
-                    }
-                    emit_row(
-                        w,
-                        &format,
-                        &families,
-                        &q.filter,
-                        &q.output_columns,
-                        &row,
-                        &mut limits,
-                    )?;
-                    limits.cells_out
-                }
+        let mut n = 0u64;
+        if let Some(spec) = spec {
+            let mut scanner = ex.client.scanner(&path, spec)?;
+            while let Some(cell) = scanner.next_cell()? {
+                write_cell(w, &format, &cell, &families)?;
+                n += 1;
             }
-        };
+        }
         w.flush()?;
         n
     };
@@ -593,43 +441,68 @@ pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Re
     Ok(cells)
 }
 
-/// Writes the cells of one row if any cell matches a value predicate.
-fn emit_row(
-    w: &mut dyn Write,
-    format: &CellFormat,
-    families: &[Option<String>],
-    filter: &ValueFilter,
-    output_columns: &[ColumnSelector],
-    row: &[Cell],
-    limits: &mut LocalLimits,
-) -> Result<()> {
-    if row.is_empty() || !row.iter().any(|c| filter.matches(c)) {
-        return Ok(());
+#[cfg(test)]
+mod tests {
+    use common::iterators::ValueTest;
+    use common::scan_spec::QualifierMatch;
+
+    use super::*;
+    use crate::ast::Statement;
+
+    fn query(schema: &TableSchema, hql: &str) -> Query {
+        let Ok(Statement::Select(s)) = crate::parse_statement(hql) else {
+            panic!("not a select: {hql}")
+        };
+        build_query(schema, "/t", &s.columns, &s.predicates).expect("query")
     }
-    limits.rows_seen += 1;
-    if limits.rows_seen <= limits.row_offset {
-        return Ok(());
+
+    fn schema() -> TableSchema {
+        let mut s = TableSchema::new(1, "/t");
+        s.add_family("a");
+        s.add_family("b");
+        s
     }
-    if limits.row_limit > 0 && limits.rows_seen - limits.row_offset > limits.row_limit {
-        return Ok(());
+
+    #[test]
+    fn value_predicates_go_to_the_server_with_the_columns_to_show() {
+        let s = schema();
+        let q = query(
+            &s,
+            r#"SELECT a:x FROM t WHERE b:z = "6" OR a =^ "p" OR EXISTS(b)"#,
+        );
+        assert!(q.has_value_predicates);
+        let spec = q.spec.expect("spec");
+        // The predicates' families are read too; only the selected column is shown.
+        let read: Vec<(u8, bool)> = spec
+            .columns
+            .iter()
+            .map(|c| (c.family, matches!(c.qualifier, QualifierMatch::All)))
+            .collect();
+        assert_eq!(read, [(1, false), (1, true), (2, true)]);
+        let vp = spec.value_predicates.expect("value predicates");
+        assert_eq!(vp.output.len(), 1);
+        assert_eq!(vp.output[0].family, 1);
+        assert!(matches!(&vp.output[0].qualifier, QualifierMatch::Exact(q) if q == b"x"));
+        assert_eq!(vp.tests.len(), 3);
+        assert_eq!(vp.tests[0].family, 2);
+        assert_eq!(vp.tests[0].qualifier.as_deref(), Some(&b"z"[..]));
+        assert!(matches!(&vp.tests[0].test, ValueTest::Equals(v) if v == b"6"));
+        assert_eq!(vp.tests[1].qualifier, None);
+        assert!(matches!(&vp.tests[1].test, ValueTest::Prefix(p) if p == b"p"));
+        assert!(matches!(vp.tests[2].test, ValueTest::Exists));
     }
-    for c in row {
-        let shown = output_columns.is_empty()
-            || output_columns
-                .iter()
-                .any(|s| s.family == c.key.family && s.qualifier.matches(&c.key.qualifier));
-        if !shown {
-            continue;
-        }
-        limits.cells_seen += 1;
-        if limits.cells_seen <= limits.cell_offset {
-            continue;
-        }
-        if limits.cell_limit > 0 && limits.cells_out >= limits.cell_limit {
-            return Ok(());
-        }
-        write_cell(w, format, c, families)?;
-        limits.cells_out += 1;
+
+    #[test]
+    fn without_selected_columns_every_cell_read_is_shown() {
+        let s = schema();
+        let q = query(&s, r#"SELECT * FROM t WHERE REGEXP(a, "^[0-9]+$")"#);
+        let spec = q.spec.expect("spec");
+        assert!(spec.columns.is_empty());
+        let vp = spec.value_predicates.expect("value predicates");
+        assert!(vp.output.is_empty());
+        assert!(matches!(&vp.tests[0].test, ValueTest::Regex(r) if r.is_match(b"42")));
+        let q = query(&s, r#"SELECT * FROM t WHERE ROW = "r""#);
+        assert!(!q.has_value_predicates);
+        assert!(q.spec.expect("spec").value_predicates.is_none());
     }
-    Ok(())
 }

@@ -2,6 +2,7 @@
 
 use nom::branch::alt;
 
+use super::kind::{scan_iterators, with_iterator};
 use super::token::{PErr, PResult, fail, failure, kw, list1, name, number, opt_eq, p, string, ws};
 use crate::ast::{
     CellInterval, CellKey, ColumnPredicate, ColumnRef, ColumnSelector, Columns, DumpTable,
@@ -385,10 +386,19 @@ fn select_options(mut i: &str) -> PResult<'_, SelectOptions> {
             (&["NO_CACHE"], &mut o.no_cache),
             (&["SCAN_AND_FILTER_ROWS"], &mut o.scan_and_filter_rows),
         ];
-        let found = set_flag(at, flags, &mut i);
-        if !found {
-            return Ok((i, o));
+        if set_flag(at, flags, &mut i) {
+            continue;
         }
+        if let Ok((rest, ())) = with_iterator(at) {
+            let (rest, its) = scan_iterators(rest)?;
+            if !o.iterators.is_empty() {
+                return failure(at, "Multiple specifications of WITH ITERATOR option");
+            }
+            o.iterators = its;
+            i = rest;
+            continue;
+        }
+        return Ok((i, o));
     }
 }
 

@@ -2,14 +2,15 @@
 
 use nom::branch::alt;
 
+use super::kind::{iterator_def, kind_call};
 use super::token::{
     PResult, decimal, fail, failure, flag, kw, kw_map, kws, list1, name, number, opt_eq, p, string,
     ws,
 };
 use crate::ast::{
     AccessGroupDef, AlterAction, AlterTable, BloomFilterMode, BloomFilterOption, Codec,
-    CompressorSpec, CreateTable, CreateTableBody, Definition, Durability, FamilyDef, Statement,
-    TableOptions, TimeOrder, TimeUnit, Ttl,
+    CompressorSpec, CreateTable, CreateTableBody, Definition, Durability, FamilyDef, KindCall,
+    Statement, TableOptions, TimeOrder, TimeUnit, Ttl,
 };
 
 /// One option of any level, before it is filed into its struct.
@@ -18,6 +19,8 @@ enum Opt {
     Ttl(Ttl),
     TimeOrder(TimeOrder),
     Counter(bool),
+    Combiner(KindCall),
+    AppendOnly(bool),
     InMemory(bool),
     Blocksize(u32),
     Replication(u16),
@@ -34,6 +37,8 @@ impl Opt {
             Self::Ttl(_) => "TTL",
             Self::TimeOrder(_) => "TIME_ORDER",
             Self::Counter(_) => "COUNTER",
+            Self::Combiner(_) => "COMBINER",
+            Self::AppendOnly(_) => "APPEND_ONLY",
             Self::InMemory(_) => "IN_MEMORY",
             Self::Blocksize(_) => "BLOCKSIZE",
             Self::Replication(_) => "REPLICATION",
@@ -72,6 +77,16 @@ fn column_option(i: &str) -> PResult<'_, Opt> {
     }
     let (i, b) = flag("COUNTER")(i)?;
     Ok((i, Opt::Counter(b)))
+}
+
+/// Options of a family only (not group or table defaults).
+fn family_only_option(i: &str) -> PResult<'_, Opt> {
+    if let Ok((i, ())) = kw("COMBINER")(i) {
+        let (i, call) = kind_call(i)?;
+        return Ok((i, Opt::Combiner(call)));
+    }
+    let (i, b) = flag("APPEND_ONLY")(i)?;
+    Ok((i, Opt::AppendOnly(b)))
 }
 
 fn time_unit(i: &str) -> PResult<'_, TimeUnit> {
@@ -132,8 +147,11 @@ fn table_only_option(i: &str) -> PResult<'_, Opt> {
 fn any_option(level: Level) -> impl Fn(&str) -> PResult<'_, Opt> {
     move |i| {
         let r = column_option(i);
-        if !matches!(r, Err(nom::Err::Error(_))) || level == Level::Family {
+        if !matches!(r, Err(nom::Err::Error(_))) {
             return r;
+        }
+        if level == Level::Family {
+            return family_only_option(i);
         }
         let r = group_option(i);
         if !matches!(r, Err(nom::Err::Error(_))) || level == Level::Group {
@@ -262,6 +280,8 @@ fn options<'a>(
             Opt::Ttl(t) => c.ttl.replace(t).is_some(),
             Opt::TimeOrder(o) => c.time_order.replace(o).is_some(),
             Opt::Counter(b) => c.counter.replace(b).is_some(),
+            Opt::Combiner(k) => c.combiner.replace(k).is_some(),
+            Opt::AppendOnly(b) => c.append_only.replace(b).is_some(),
             Opt::InMemory(b) => g.in_memory.replace(b).is_some(),
             Opt::Blocksize(n) => g.blocksize.replace(n).is_some(),
             Opt::Replication(n) => g.replication.replace(n).is_some(),
@@ -338,6 +358,11 @@ fn access_group_def(i: &str) -> PResult<'_, Definition> {
 fn definition(i: &str) -> PResult<'_, Definition> {
     alt((
         access_group_def,
+        |i| {
+            let (i, ()) = kw("ITERATOR")(i)?;
+            let (i, def) = iterator_def(i)?;
+            Ok((i, Definition::Iterator(def)))
+        },
         |i| {
             let (i, ()) = kws(&["QUALIFIER", "INDEX"])(i)?;
             let (i, n) = name("column family name")(i)?;
@@ -434,6 +459,10 @@ fn alter_action(i: &str) -> PResult<'_, AlterAction> {
         return Ok((i, AlterAction::Modify(d)));
     }
     if let Ok((i, ())) = kw("DROP")(i) {
+        if let Ok((i, ())) = kw("ITERATOR")(i) {
+            let (i, n) = super::kind::ident("iterator name")(i)?;
+            return Ok((i, AlterAction::DropIterator(n)));
+        }
         if let Ok((i, ())) = kws(&["QUALIFIER", "INDEX"])(i) {
             let (i, n) = name_list(i)?;
             return Ok((i, AlterAction::DropQualifierIndex(n)));

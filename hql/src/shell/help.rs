@@ -30,7 +30,7 @@ const TOPICS: &[(&str, &str, &str)] = &[
     (
         "create table",
         "CREATE TABLE [IF NOT EXISTS] name ( definitions ) [options] | LIKE other",
-        "CREATE TABLE [IF NOT EXISTS] name ( definition [, definition]* ) [table options]\nCREATE TABLE name LIKE other\n  Definitions: family [MAX_VERSIONS n] [TTL n [unit]] [TIME_ORDER ASC|DESC] [COUNTER]\n               INDEX family | QUALIFIER INDEX family\n               ACCESS GROUP ag ( family, ... ) [IN_MEMORY] [BLOCKSIZE n] [REPLICATION n]\n                 [COMPRESSOR \"codec\"] [BLOOMFILTER \"rows|rows+cols|none ...\"] [column options]\n  Table options: any access group or column option as a default, GROUP_COMMIT_INTERVAL ms,\n  DURABILITY none|log|flush|sync. Families outside any group go to group 'default'.",
+        "CREATE TABLE [IF NOT EXISTS] name ( definition [, definition]* ) [table options]\nCREATE TABLE name LIKE other\n  Definitions: family [MAX_VERSIONS n] [TTL n [unit]] [TIME_ORDER ASC|DESC] [COUNTER]\n                 [COMBINER kind[(OPT = value, ...)]] [APPEND_ONLY]\n               INDEX family | QUALIFIER INDEX family\n               ACCESS GROUP ag ( family, ... ) [IN_MEMORY] [BLOCKSIZE n] [REPLICATION n]\n                 [COMPRESSOR \"codec\"] [BLOOMFILTER \"rows|rows+cols|none ...\"] [column options]\n               ITERATOR name = kind[(OPT = value, ...)] [SCOPES (SCAN, MINOR, MAJOR)] [PRIORITY n]\n  Combiners: counter, sum, min, max ([ENCODING = 'fixed64'|'varint']), string_set(MAX = n),\n  uid_set(MAX = n). APPEND_ONLY families refuse deletes and are combined in every compaction.\n  Iterators run in the scopes given (default all three; row-level kinds only in SCAN), lower\n  PRIORITY first (default: the lowest multiple of 10 free in its scopes).\n  Table options: any access group or column option as a default, GROUP_COMMIT_INTERVAL ms,\n  DURABILITY none|log|flush|sync. Families outside any group go to group 'default'.",
     ),
     (
         "show create table",
@@ -45,7 +45,7 @@ const TOPICS: &[(&str, &str, &str)] = &[
     (
         "alter table",
         "ALTER TABLE name ADD|MODIFY ( defs ) | DROP ( families ) | RENAME COLUMN FAMILY (a, b)",
-        "ALTER TABLE name clause [clause]*\n  ADD ( definitions )      new families and access groups\n  MODIFY ( definitions )   new options for existing families and groups\n  DROP ( family, ... )     drops families (their data disappears)\n  RENAME COLUMN FAMILY ( old, new )\n  DROP [QUALIFIER] INDEX ( family, ... )",
+        "ALTER TABLE name clause [clause]*\n  ADD ( definitions )      new families and access groups\n  MODIFY ( definitions )   new options for existing families and groups\n  DROP ( family, ... )     drops families (their data disappears)\n  RENAME COLUMN FAMILY ( old, new )\n  DROP [QUALIFIER] INDEX ( family, ... )\n  ADD ( ITERATOR name = kind(...) ... )   a table iterator, as in CREATE TABLE\n  DROP ITERATOR name",
     ),
     (
         "rename table",
@@ -75,7 +75,7 @@ const TOPICS: &[(&str, &str, &str)] = &[
     (
         "select",
         "SELECT [CELLS] * | column [, column]* FROM t [WHERE ...] [options]",
-        "SELECT [CELLS] * | column [, column]* FROM table [WHERE predicate [AND predicate]*] [options]\n  Columns: family, family:qualifier, family:^prefix, family:/regex/\n  Predicates: [k relop] ROW relop k, ROW =^ 'prefix', ROW REGEXP \"re\", OR-lists in ( ),\n    ['r','c' relop] CELL relop 'r','c', [ts relop] TIMESTAMP relop ts, VALUE REGEXP \"re\",\n    family = \"v\", family =^ \"p\", REGEXP(family, \"re\"), EXISTS(family:q)\n  Options: MAX_VERSIONS n, LIMIT n, OFFSET n, CELL_LIMIT n, CELL_OFFSET n,\n    CELL_LIMIT_PER_FAMILY n, INTO FILE \"[file://]name[.gz]\", DISPLAY_TIMESTAMPS,\n    DISPLAY_REVISIONS, KEYS_ONLY, NO_ESCAPE, RETURN_DELETES, NO_CACHE, FS='c'",
+        "SELECT [CELLS] * | column [, column]* FROM table [WHERE predicate [AND predicate]*] [options]\n  Columns: family, family:qualifier, family:^prefix, family:/regex/\n  Predicates: [k relop] ROW relop k, ROW =^ 'prefix', ROW REGEXP \"re\", OR-lists in ( ),\n    ['r','c' relop] CELL relop 'r','c', [ts relop] TIMESTAMP relop ts, VALUE REGEXP \"re\",\n    family = \"v\", family =^ \"p\", REGEXP(family, \"re\"), EXISTS(family:q)\n  Options: MAX_VERSIONS n, LIMIT n, OFFSET n, CELL_LIMIT n, CELL_OFFSET n,\n    CELL_LIMIT_PER_FAMILY n, INTO FILE \"[file://]name[.gz]\", DISPLAY_TIMESTAMPS,\n    DISPLAY_REVISIONS, KEYS_ONLY, NO_ESCAPE, RETURN_DELETES, NO_CACHE, FS='c',\n    WITH ITERATOR kind[(OPT = value, ...)] [, kind(...)]* (run in the servers, in order)\n  Value predicates run in the range servers; LIMIT and OFFSET count the matching rows.",
     ),
     (
         "load data infile",

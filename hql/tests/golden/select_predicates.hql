@@ -30,6 +30,15 @@ SELECT a FROM t WHERE b:z = "6";
 SELECT * FROM t WHERE a =^ "" OR b =^ "" LIMIT 2 OFFSET 1;
 SELECT * FROM t WHERE a =^ "" OR b =^ "" CELL_LIMIT 3 KEYS_ONLY;
 SELECT * FROM t WHERE REGEXP(a:y, "5");
+# LIMIT, OFFSET and the cell limits count the rows and cells that the value predicates keep,
+# per row interval (the range server filters before it counts).
+SELECT * FROM t WHERE a =^ "" LIMIT 2;
+SELECT * FROM t WHERE a =^ "" OFFSET 2;
+SELECT * FROM t WHERE a =^ "" LIMIT 1 OFFSET 3;
+SELECT * FROM t WHERE b = "3" OR a = "4" LIMIT 1 OFFSET 1;
+SELECT * FROM t WHERE a =^ "" CELL_OFFSET 2 CELL_LIMIT 2;
+SELECT * FROM t WHERE (ROW < "c" OR ROW >= "c") AND b =^ "" LIMIT 1;
+SELECT * FROM t WHERE ROW > "b" AND a =^ "" OR b = "seven" LIMIT 2 KEYS_ONLY;
 SELECT * FROM t WHERE ROW = "apple" AND CELL = "apple", "a";
 SELECT * FROM t WHERE TIMESTAMP > "yesterday";
 SELECT * FROM t WHERE ROW REGEXP "(";

@@ -362,6 +362,14 @@ struct RangeSource {
     snap: Arc<RangeSnapshot>,
     merge: MergeIter<VisibleCells<Box<dyn CellIter>>>,
     end: Option<Vec<u8>>,
+    /// The merge stands on a cell before `end` (kept up to date by every move).
+    valid: bool,
+}
+
+impl RangeSource {
+    fn update(&mut self) {
+        self.valid = self.merge.valid() && self.end.as_deref().is_none_or(|e| self.merge.key() < e);
+    }
 }
 
 impl RangeSource {
@@ -378,6 +386,7 @@ impl RangeSource {
             snap,
             merge: MergeIter::new(children),
             end: None,
+            valid: false,
         }
     }
 }
@@ -395,10 +404,12 @@ impl KvIter for RangeSource {
                 c.park();
                 Ok(())
             }
-        })
+        })?;
+        self.update();
+        Ok(())
     }
     fn valid(&self) -> bool {
-        self.merge.valid() && self.end.as_deref().is_none_or(|e| self.merge.key() < e)
+        self.valid
     }
     fn key(&self) -> &[u8] {
         self.merge.key()
@@ -407,7 +418,9 @@ impl KvIter for RangeSource {
         self.merge.value()
     }
     fn next(&mut self) -> Result<()> {
-        self.merge.next()
+        self.merge.next()?;
+        self.update();
+        Ok(())
     }
     fn deep_copy(&self) -> Result<Box<dyn KvIter>> {
         Ok(Box::new(RangeSource::open(self.snap.clone())))

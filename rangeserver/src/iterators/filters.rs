@@ -33,6 +33,9 @@ pub struct FilterIter {
     row_skips: bool,
     /// Families passed unjudged: partial cells of combined families in the MINOR scope.
     pass: Families,
+    /// The only families the filter can keep: seeks ask the source for no others (so access
+    /// groups holding none of them are not read). Row deletes (family 0) are always asked for.
+    narrow: Families,
     range: SeekRange,
     families: Families,
     /// Stopped with the budget spent, standing on this unjudged cell.
@@ -40,6 +43,17 @@ pub struct FilterIter {
 }
 
 impl FilterIter {
+    /// Seeks ask the source only for `families` (and row deletes): for filters that can keep
+    /// nothing else. Not in the MINOR scope, where every cell must reach the output or be judged.
+    pub fn narrowed(mut self, families: Families) -> Self {
+        if self.row_skips {
+            let mut f = families;
+            f.insert(0);
+            self.narrow = f;
+        }
+        self
+    }
+
     pub fn new(src: Box<dyn KvIter>, accept: Accept, env: &IterEnv) -> Self {
         Self {
             src,
@@ -51,6 +65,7 @@ impl FilterIter {
             } else {
                 Families::none()
             },
+            narrow: Families::all(),
             range: SeekRange::all(),
             families: Families::all(),
             stopped: None,
@@ -87,8 +102,8 @@ impl KvIter for FilterIter {
     fn seek(&mut self, range: &SeekRange, families: &Families) -> Result<()> {
         self.stopped = None;
         self.range = range.clone();
-        self.families = *families;
-        self.src.seek(range, families)?;
+        self.families = families.intersection(&self.narrow);
+        self.src.seek(range, &self.families)?;
         self.settle()
     }
     fn valid(&self) -> bool {
@@ -111,6 +126,7 @@ impl KvIter for FilterIter {
             budget: self.budget.clone(),
             row_skips: self.row_skips,
             pass: self.pass,
+            narrow: self.narrow,
             range: SeekRange::all(),
             families: Families::all(),
             stopped: None,
@@ -388,13 +404,14 @@ impl IteratorKind for FamilyFilterKind {
         let (set, negate) = self
             .parse(o, &env.schema)
             .map_err(|e| bad(self.name(), e))?;
+        let keep = if negate { set.complement() } else { set };
         let accept: Accept = Arc::new(move |k, _| {
-            if set.contains(k.family()) != negate {
+            if keep.contains(k.family()) {
                 Verdict::Keep
             } else {
                 Verdict::Skip
             }
         });
-        Ok(Box::new(FilterIter::new(src, accept, env)))
+        Ok(Box::new(FilterIter::new(src, accept, env).narrowed(keep)))
     }
 }

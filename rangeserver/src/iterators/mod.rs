@@ -102,6 +102,22 @@ impl Families {
         self.bits == [!0; 4]
     }
 
+    /// The families in both sets.
+    pub fn intersection(&self, other: &Families) -> Families {
+        let mut bits = self.bits;
+        for (b, o) in bits.iter_mut().zip(other.bits.iter()) {
+            *b &= o;
+        }
+        Families { bits }
+    }
+
+    /// Every family not in this set.
+    pub fn complement(&self) -> Families {
+        Families {
+            bits: self.bits.map(|b| !b),
+        }
+    }
+
     /// True if some family is in both sets.
     pub fn intersects(&self, other: &Families) -> bool {
         self.bits

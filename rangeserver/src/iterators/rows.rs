@@ -49,6 +49,11 @@ pub struct RowIter {
     families: Families,
     out: VecDeque<(Vec<u8>, Vec<u8>)>,
     yielded: Option<Vec<u8>>,
+    /// Where the source stopped when it last yielded. The source yields only while this
+    /// iterator seeks it (inside a row the budget is held), so none of that row's cells before
+    /// this key passed the source: a seek back to exactly this key goes on in that row rather
+    /// than skipping to the next.
+    resume_at: Option<Vec<u8>>,
 }
 
 impl RowIter {
@@ -61,6 +66,7 @@ impl RowIter {
             families: Families::all(),
             out: VecDeque::new(),
             yielded: None,
+            resume_at: None,
         }
     }
 
@@ -68,6 +74,7 @@ impl RowIter {
         while self.out.is_empty() {
             if !self.src.valid() {
                 self.yielded = self.src.yielded().map(<[u8]>::to_vec);
+                self.resume_at = self.yielded.clone();
                 return Ok(());
             }
             let row = {
@@ -117,7 +124,8 @@ impl KvIter for RowIter {
         self.range = range.clone();
         self.families = *families;
         let mut r = range.clone();
-        if self.logic.whole_rows_only() {
+        let resuming = self.resume_at.take().is_some_and(|k| k == range.start);
+        if self.logic.whole_rows_only() && !resuming {
             let n = row_prefix_len(&r.start);
             if n >= 2 && r.start.len() > n {
                 // Inside a row: start at the next one.

@@ -136,6 +136,11 @@ struct State {
     out_valid: bool,
     /// After a seek: nothing below this key is returned, but deletes before it are read.
     seek_target: Option<Vec<u8>>,
+    /// After a seek into the versions of a combined cell: the cell is combined whole (all its
+    /// versions), and returned only if its key is not below this (as Accumulo's `Combiner`
+    /// widens a seek to the cell's start), so re-seeking just past a returned combined cell
+    /// returns nothing more of it.
+    emit_floor: Option<Vec<u8>>,
 }
 
 impl<I: CellIter> VisibleCells<I> {
@@ -177,6 +182,7 @@ impl State {
             out_value: Vec::new(),
             out_valid: false,
             seek_target: None,
+            emit_floor: None,
         }
     }
 
@@ -275,6 +281,12 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
                 .is_some_and(|t| k.as_slice() < t.as_slice())
             {
                 continue;
+            }
+            if let Some(f) = &st.emit_floor {
+                if k.as_slice() < f.as_slice() {
+                    continue;
+                }
+                st.emit_floor = None;
             }
             st.out_key = k;
             st.out_value = v;
@@ -490,7 +502,18 @@ impl<I: CellIter> CellIter for VisibleCells<I> {
         // Start at the beginning of the target's row, so its row and family deletes are seen.
         let row_len = row_prefix_len(target);
         self.src.seek(&target[..row_len])?;
-        self.st.seek_target = Some(target.to_vec());
+        self.st.emit_floor = None;
+        let mut t = target.to_vec();
+        if let Some(cell_len) = cell_prefix_len(target)
+            && target.len() > cell_len
+            && self.st.rule(target[row_len]).combiner.is_some()
+        {
+            // Inside a combined cell's versions: combine it whole, return it only if its key
+            // is not below the target.
+            self.st.emit_floor = Some(t.clone());
+            t.truncate(cell_len);
+        }
+        self.st.seek_target = Some(t);
         self.advance()
     }
 
@@ -511,6 +534,28 @@ impl<I: CellIter> CellIter for VisibleCells<I> {
     }
 }
 
+/// Length of the encoded (row, family, qualifier) prefix, qualifier terminator included, of a
+/// possibly partial key; `None` if the key ends before its qualifier does.
+fn cell_prefix_len(t: &[u8]) -> Option<usize> {
+    let row_len = row_prefix_len(t);
+    if row_len < 2 || row_len >= t.len() || t[row_len - 2..row_len] != [0, 1] {
+        return None;
+    }
+    let mut i = row_len + 1;
+    while i + 1 < t.len() {
+        if t[i] == 0 {
+            match t[i + 1] {
+                0xFF => i += 2,
+                1 => return Some(i + 2),
+                _ => return None,
+            }
+        } else {
+            i += 1;
+        }
+    }
+    None
+}
+
 /// Length of the encoded row prefix (row plus terminator) of a possibly partial key.
 pub fn row_prefix_len(t: &[u8]) -> usize {
     let mut i = 0;
@@ -525,4 +570,71 @@ pub fn row_prefix_len(t: &[u8]) -> usize {
         }
     }
     t.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iter::VecIter;
+    use crate::iterators::CombinerKind;
+    use crate::iterators::combine::CounterKind;
+
+    fn key(row: &str, qual: &str, ts: i64, rev: i64) -> Vec<u8> {
+        let mut k = Vec::new();
+        key::encode_parts(
+            row.as_bytes(),
+            1,
+            qual.as_bytes(),
+            CellFlag::Insert,
+            ts,
+            rev,
+            &mut k,
+        );
+        k
+    }
+
+    /// Re-seeking just past a combined cell returns nothing more of it (not a second, partial
+    /// combination of its older versions).
+    #[test]
+    fn a_seek_into_a_combined_cells_versions_does_not_return_it_again() {
+        let mut rules = vec![FamilyRule::unselected(); 256];
+        rules[1] = FamilyRule {
+            selected: true,
+            combiner: Some(CounterKind.build(&Default::default()).unwrap()),
+            ..FamilyRule::unselected()
+        };
+        let cells = vec![
+            (key("r", "a", 30, 3), b"1".to_vec()),
+            (key("r", "a", 20, 2), b"2".to_vec()),
+            (key("r", "a", 10, 1), b"4".to_vec()),
+            (key("r", "b", 10, 4), b"8".to_vec()),
+        ];
+        let newest = cells[0].0.clone();
+        let mut v = VisibleCells::new(
+            VecIter::new(cells),
+            VisibleOptions {
+                families: Arc::new(rules),
+                time_start: i64::MIN,
+                time_end: i64::MAX,
+                now_ns: 0,
+                return_deletes: false,
+                mode: Mode::Scan,
+                snapshot_rev: i64::MAX,
+            },
+        );
+        v.seek(b"").unwrap();
+        assert_eq!((v.key(), v.value()), (newest.as_slice(), &b"7"[..]));
+        let mut past = newest.clone();
+        past.push(0);
+        v.seek(&past).unwrap();
+        assert_eq!(v.value(), b"8");
+        // Seeking to the cell's newest key itself (inclusive) returns it whole.
+        v.seek(&newest).unwrap();
+        assert_eq!(v.value(), b"7");
+        // Seeking between its versions: the cell's key is below the target, so it is not
+        // returned.
+        let second = key("r", "a", 20, 2);
+        v.seek(&second).unwrap();
+        assert_eq!(v.value(), b"8");
+    }
 }
