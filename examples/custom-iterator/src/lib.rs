@@ -40,9 +40,17 @@ impl IteratorKind for ValueLenAtLeast {
         env: &IterEnv,
     ) -> Result<Box<dyn KvIter>> {
         let min = min_bytes(options).map_err(|e| Error::InvalidInput(format!("{NAME}: {e}")))?;
+        // In partial compactions a combined family's cells are not yet whole values: pass them,
+        // as the built-in filters do, and judge them once combined (scans, major compactions).
+        let passed = if env.scope == IterScope::Minor {
+            env.combined
+        } else {
+            Families::none()
+        };
         Ok(Box::new(ValueLenIter {
             source,
             min,
+            passed,
             budget: env.budget.clone(),
             resume: None,
         }))
@@ -63,10 +71,13 @@ pub fn min_bytes(options: &IterOptions) -> std::result::Result<usize, String> {
 }
 
 /// The cursor: the source's cells, less those with a value shorter than `min`. Delete markers
-/// always pass (partial compactions must keep them).
+/// always pass (partial compactions must keep them), and so do the cells of combined families in
+/// partial compactions.
 pub struct ValueLenIter {
     source: Box<dyn KvIter>,
     min: usize,
+    /// Families whose cells always pass (combined families in partial compactions).
+    passed: Families,
     budget: Budget,
     /// Where to resume, when the budget ran out while skipping.
     resume: Option<Vec<u8>>,
@@ -75,7 +86,8 @@ pub struct ValueLenIter {
 impl ValueLenIter {
     fn keeps(&self) -> bool {
         self.source.value().len() >= self.min
-            || KeyRef::from_trusted(self.source.key()).is_ok_and(|k| k.flag().is_delete())
+            || KeyRef::from_trusted(self.source.key())
+                .is_ok_and(|k| k.flag().is_delete() || self.passed.contains(k.family()))
     }
 
     /// Moves the source to the first cell kept (from where it stands), or stops with a resume
@@ -120,6 +132,7 @@ impl KvIter for ValueLenIter {
         Ok(Box::new(ValueLenIter {
             source: self.source.deep_copy()?,
             min: self.min,
+            passed: self.passed,
             budget: self.budget.clone(),
             resume: None,
         }))

@@ -77,6 +77,7 @@ fn env(budget: Budget) -> IterEnv {
         now_ns: 0,
         schema: Arc::new(TableSchema::new(1, "/t")),
         budget,
+        combined: Families::none(),
     }
 }
 
