@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use embedded::{EmbeddedOptions, FsFactory};
+use rangeserver::iterators::Registry;
 
 /// Opens the file system any `--dfs` URL names: chunkfs (`hdfs-like://`, `kfs-like://`) or
 /// what `dfs_broker::open_url` knows. `credentials` is a node certificate of the cluster (needed
@@ -27,12 +28,18 @@ fn needs_credentials(url: &str) -> bool {
     url.starts_with("broker://") || chunkfs::is_chunkfs_url(url)
 }
 
-/// Embedded-database options whose engine uses the file system `url` names (`None`: the data
-/// directory). A `broker://` or chunkfs URL is reached with the `client` certificate of
-/// `data_dir`.
-pub fn embedded_options(url: Option<&str>, data_dir: &Path) -> EmbeddedOptions {
+/// Embedded-database options whose engine runs the kinds of `registry` and uses the file
+/// system `url` names (`None`: the data directory). A `broker://` or chunkfs URL is reached
+/// with the `client` certificate of `data_dir`.
+pub fn embedded_options(
+    url: Option<&str>,
+    data_dir: &Path,
+    registry: &Arc<Registry>,
+) -> EmbeddedOptions {
+    let mut options = EmbeddedOptions::default();
+    options.engine.registry = registry.clone();
     let Some(url) = url else {
-        return EmbeddedOptions::default();
+        return options;
     };
     let url = url.to_string();
     let data_dir = data_dir.to_path_buf();
@@ -55,8 +62,6 @@ pub fn embedded_options(url: Option<&str>, data_dir: &Path) -> EmbeddedOptions {
             .block_on(open_any_url(&url, credentials.as_ref()))
             .map_err(|e| storage(format!("cannot open file system {url}: {e}")))
     });
-    EmbeddedOptions {
-        fs: Some(factory),
-        ..Default::default()
-    }
+    options.fs = Some(factory);
+    options
 }

@@ -1,12 +1,14 @@
 //! `ht load`: LOAD DATA INFILE from the command line, on the embedded database.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Args;
 use embedded::EmbeddedClient;
 use hql::ast::{DataSource, LoadData, LoadOptions, LoadTarget};
 use hql::load::{DEFAULT_MAX_LINE_BYTES, LoadContext, LoadLimits, load_data_with};
+use rangeserver::iterators::Registry;
 
 /// Options of `ht load` (the LOAD DATA INFILE options as flags).
 #[derive(Args, Debug)]
@@ -59,7 +61,7 @@ pub struct LoadArgs {
 }
 
 /// Runs `ht load`.
-pub fn run(args: LoadArgs) -> anyhow::Result<()> {
+pub fn run(args: LoadArgs, registry: &Arc<Registry>) -> anyhow::Result<()> {
     let options = LoadOptions {
         row_key_columns: args
             .row_key_column
@@ -92,7 +94,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<()> {
     };
     let client = EmbeddedClient::open(
         &args.data_dir,
-        crate::fs_url::embedded_options(args.dfs.as_deref(), &args.data_dir),
+        crate::fs_url::embedded_options(args.dfs.as_deref(), &args.data_dir, registry),
     )
     .with_context(|| format!("opening the database in {}", args.data_dir.display()))?;
     let mut stdin = std::io::stdin().lock();

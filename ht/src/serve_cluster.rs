@@ -3,10 +3,12 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use rangeserver::iterators::Registry;
 
 use crate::signal::wait_for_signal;
 
@@ -78,7 +80,8 @@ fn credentials(data_dir: &Path, name: &str) -> anyhow::Result<rpc::ClusterCreden
     })
 }
 
-pub fn master(args: MasterArgs) -> anyhow::Result<()> {
+/// It checks schemas against the kinds of `registry` (and those of the live range servers).
+pub fn master(args: MasterArgs, registry: &Arc<Registry>) -> anyhow::Result<()> {
     let creds = credentials(&args.data_dir, proto::master::MASTER_NAME)?;
     let url = shared_fs_url(args.dfs.as_deref(), &args.data_dir)?;
     let rt = tokio::runtime::Runtime::new()?;
@@ -89,6 +92,7 @@ pub fn master(args: MasterArgs) -> anyhow::Result<()> {
         let mut config = master::MasterConfig::new(args.hyperspace, creds, args.listen, fs);
         config.poll_interval = Duration::from_millis(args.poll_ms.max(10));
         config.auto_balance = !args.no_auto_balance;
+        config.registry = registry.clone();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             wait_for_signal().await;
@@ -104,7 +108,8 @@ pub fn master(args: MasterArgs) -> anyhow::Result<()> {
 /// each start, with its engine at `/servers/rs<N>` on the shared file system, registered under
 /// `/ht/servers/rs<N>` with an exclusive lock it holds while it lives. Exits with status 3 at
 /// once, without closing anything, when its Hyperspace session expires.
-pub fn rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
+/// Its engine runs the kinds of `registry`.
+pub fn rangeserver(args: RangeserverArgs, registry: &Arc<Registry>) -> anyhow::Result<()> {
     use rangeserver::engine::{Engine, EngineOptions};
     use rangeserver::server::membership::{Ended, Incarnation, MembershipOptions};
     use rangeserver::server::{RangeServerOptions, RangeServerService, SERVER_NAME};
@@ -120,7 +125,10 @@ pub fn rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
         anyhow::Ok((me, fs))
     })?;
     let root = me.root();
-    let mut options = EngineOptions::default();
+    let mut options = EngineOptions {
+        registry: registry.clone(),
+        ..EngineOptions::default()
+    };
     if let Some(split) = args.split_bytes {
         options.split_size_bytes = split;
         // Caches are written out before they alone could pass the split size.

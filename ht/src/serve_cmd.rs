@@ -3,11 +3,13 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::{Args, Subcommand};
 use hyperspace::node::NodeConfig;
 use hyperspace::service::{Replica, ReplicaConfig, TransportOptions};
+use rangeserver::iterators::Registry;
 
 use crate::serve_cluster::RangeserverArgs;
 use crate::signal::wait_for_signal;
@@ -98,7 +100,8 @@ pub fn parse_peers(items: &[String]) -> anyhow::Result<BTreeMap<u64, String>> {
     Ok(peers)
 }
 
-pub fn run(cmd: ServeCommand) -> anyhow::Result<()> {
+/// Runs the role; a range server's engine runs the kinds of `registry`.
+pub fn run(cmd: ServeCommand, registry: &Arc<Registry>) -> anyhow::Result<()> {
     // Servers log (structured, to stderr); RUST_LOG overrides the default.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,raft=warn"));
@@ -112,10 +115,10 @@ pub fn run(cmd: ServeCommand) -> anyhow::Result<()> {
         ServeCommand::Hyperspace(args) => serve_hyperspace(args),
         ServeCommand::DfsBroker(args) => serve_dfs_broker(args),
         ServeCommand::Rangeserver(args) if !args.hyperspace.is_empty() => {
-            crate::serve_cluster::rangeserver(args)
+            crate::serve_cluster::rangeserver(args, registry)
         }
-        ServeCommand::Rangeserver(args) => serve_rangeserver(args),
-        ServeCommand::Master(args) => crate::serve_cluster::master(args),
+        ServeCommand::Rangeserver(args) => serve_rangeserver(args, registry),
+        ServeCommand::Master(args) => crate::serve_cluster::master(args, registry),
         ServeCommand::ChunkfsMeta(args) => chunkfs_serve::serve_meta(args),
         ServeCommand::Chunkserver(args) => chunkfs_serve::serve_chunk(args),
     }
@@ -177,7 +180,7 @@ fn serve_dfs_broker(args: DfsBrokerArgs) -> anyhow::Result<()> {
     })
 }
 
-fn serve_rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
+fn serve_rangeserver(args: RangeserverArgs, registry: &Arc<Registry>) -> anyhow::Result<()> {
     use rangeserver::engine::{Engine, EngineOptions};
     use rangeserver::server::{RangeServerOptions, RangeServerService, SERVER_NAME};
     let credentials =
@@ -206,7 +209,11 @@ fn serve_rangeserver(args: RangeserverArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open the file system {url}"))?;
     // Opening is blocking (it reaches the file system through the runtime): not inside
     // `block_on`.
-    let engine = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone())
+    let options = EngineOptions {
+        registry: registry.clone(),
+        ..EngineOptions::default()
+    };
+    let engine = Engine::open(fs, "/ht", options, rt.handle().clone())
         .with_context(|| format!("cannot open the engine on {url}"))?;
     let served = rt.block_on(async {
         let server = RangeServerService::new(engine.clone(), RangeServerOptions::default())

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use hql::shell::{Connect, Database};
+use rangeserver::iterators::Registry;
 
 /// Flags of `ht shell`, as Hypertable's shell took them.
 #[derive(Args, Debug)]
@@ -49,8 +50,9 @@ pub struct ShellArgs {
     max_script_bytes: u64,
 }
 
-/// Runs the shell; returns the process exit code.
-pub fn run(args: ShellArgs) -> i32 {
+/// Runs the shell (an embedded database runs the kinds of `registry`); returns the process
+/// exit code.
+pub fn run(args: ShellArgs, registry: &Arc<Registry>) -> i32 {
     hql::shell::run(&hql::shell::ShellConfig {
         options: hql::shell::ShellOptions {
             batch: args.batch,
@@ -63,13 +65,23 @@ pub fn run(args: ShellArgs) -> i32 {
         },
         execute: args.execute,
         command_file: args.command_file,
-        database: Some(database(args.cluster, args.dfs, args.data_dir)),
+        database: Some(database(
+            args.cluster,
+            args.dfs,
+            args.data_dir,
+            registry.clone(),
+        )),
     })
 }
 
 /// The database `ht shell` runs against: a cluster (`--cluster`), else the embedded database
-/// on `--data-dir` (through `--dfs`).
-fn database(cluster: Option<String>, dfs: Option<String>, data_dir: PathBuf) -> Database {
+/// on `--data-dir` (through `--dfs`), running the kinds of `registry`.
+fn database(
+    cluster: Option<String>,
+    dfs: Option<String>,
+    data_dir: PathBuf,
+    registry: Arc<Registry>,
+) -> Database {
     match cluster {
         Some(arg) => Database {
             what: "cannot connect to the cluster".into(),
@@ -82,7 +94,7 @@ fn database(cluster: Option<String>, dfs: Option<String>, data_dir: PathBuf) -> 
         None => Database {
             what: format!("cannot open the database in '{}'", data_dir.display()),
             connect: Connect(Arc::new(move || {
-                let options = crate::fs_url::embedded_options(dfs.as_deref(), &data_dir);
+                let options = crate::fs_url::embedded_options(dfs.as_deref(), &data_dir, &registry);
                 embedded::EmbeddedClient::open(&data_dir, options)
                     .map(|c| Arc::new(c) as Arc<dyn client::Client>)
                     .map_err(|e| e.to_string())

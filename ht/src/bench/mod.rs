@@ -3,6 +3,7 @@
 pub mod dfs;
 pub mod engine;
 pub mod hyperspace;
+pub mod iterators;
 pub mod load;
 pub mod querylog;
 
@@ -27,6 +28,9 @@ pub enum BenchCommand {
     Hyperspace(hyperspace::HyperspaceBenchArgs),
     /// LOAD DATA INFILE of a query log against the engine's own write rate (BENCH.md section 2).
     Load(load::LoadArgs),
+    /// A `sum` combiner family against RocksDB's uint64add merges (ingest and point reads), and
+    /// a cluster scan with value predicates in the range servers against filtering in the client.
+    Iterators(iterators::IteratorsArgs),
 }
 
 /// Runs one benchmark.
@@ -37,6 +41,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Load(args) => load::run(args),
         BenchCommand::Hyperspace(args) => hyperspace::run(args),
         BenchCommand::Dfs(args) => dfs::run(args),
+        BenchCommand::Iterators(args) => iterators::run(args),
     }
 }
 
@@ -91,6 +96,23 @@ fn git(args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The repository root (the working tree `git` reports), or the current directory.
+pub fn repo_root() -> PathBuf {
+    git(&["rev-parse", "--show-toplevel"])
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+/// `path` as given if absolute or if it exists from the current directory; else under the
+/// repository root.
+pub fn repo_path(path: &std::path::Path) -> PathBuf {
+    if path.is_absolute() || path.exists() {
+        path.to_path_buf()
+    } else {
+        repo_root().join(path)
+    }
+}
+
 /// The command line as typed (arguments joined by spaces).
 pub fn command_line() -> String {
     std::env::args().collect::<Vec<_>>().join(" ")
@@ -121,16 +143,17 @@ over the runs of ht and of RocksDB's db_bench, and the median of the per-pair ra
 load` they are Hypertable's load report (medians) with the peak RSS and the ratio to the \
 engine's own write rate for the same cells. For `ht bench hyperspace`: operations per second \
 over all clients (each client its own session, one operation at a time), and the p50/p99 \
-latency of one operation, per workload and client count.\n\n\
+latency of one operation, per workload and client count. For `ht bench iterators`: a `sum` \
+(fixed64) family's increments and point reads against db_bench's `mergerandom`/`readrandom` \
+(uint64add), `ht ops/s / RocksDB ops/s (ratio)` as for the engine, and a cluster scan with a \
+value predicate keeping 1% of the cells, filtered in the range servers versus in the client: \
+elapsed seconds and key+value bytes that reached the client.\n\n\
 | date (UTC) | commit | machine | command | figures |\n|---|---|---|---|---|\n";
 
 /// Appends `line` to `bench/RESULTS.md` at the repository root (or the current directory),
 /// creating the file with [`RESULTS_HEADER`] first. Returns the path written.
 pub fn append_result(line: &str) -> anyhow::Result<PathBuf> {
-    let root = git(&["rev-parse", "--show-toplevel"])
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("."));
-    let dir = root.join("bench");
+    let dir = repo_root().join("bench");
     std::fs::create_dir_all(&dir)?;
     let path = dir.join("RESULTS.md");
     let fresh = !path.exists();
