@@ -20,7 +20,7 @@ const U: u8 = 3;
 const FAMS: [u8; 3] = [S, C, U];
 
 fn schema(id: u32) -> TableSchema {
-    let mut s = TableSchema::new(id, &format!("/il{id}"));
+    let mut s = TableSchema::new(id, format!("/il{id}"));
     let mut sum = FamilySpec::new(S, "s", "default");
     sum.combiner = Some(CombinerSpec {
         kind: "sum".into(),
@@ -177,7 +177,7 @@ struct Row {
 
 impl Row {
     fn mutations(&self, d: Data) -> Vec<Mutation> {
-        let (ts2, _) = (if self.same_ts { 10 } else { 20 }, ());
+        let ts2 = if self.same_ts { 10 } else { 20 };
         let put = |fam: u8, v: &str, ts: i64| {
             let mut m = Mutation::insert(self.name.as_str(), fam, "", v.as_bytes().to_vec());
             m.timestamp = Some(ts);

@@ -76,7 +76,7 @@ fn cells() -> Cells {
             for (qi, q) in QUALS.iter().enumerate() {
                 n += 1;
                 // Leave some holes, different per row.
-                if (ri + fam as usize + qi) % 3 == 0 && ri != 3 {
+                if (ri + fam as usize + qi).is_multiple_of(3) && ri != 3 {
                     continue;
                 }
                 for ver in 0..(1 + (n % 2) as i64) {
@@ -435,8 +435,7 @@ fn a_scan_stack_does_not_see_writes_made_after_the_scan_began() {
         })
         .collect();
     e.apply(1, &muts).expect("apply");
-    let mut round = 0u32;
-    for names in stacks() {
+    for (round, names) in stacks().into_iter().enumerate() {
         let ks = kinds();
         let spec = ScanSpec {
             iterators: names
@@ -459,7 +458,6 @@ fn a_scan_stack_does_not_see_writes_made_after_the_scan_began() {
             got.push(c);
         }
         // Writes into every row, before and after the scan's position, fresh ones included.
-        round += 1;
         let late: Vec<Mutation> = ROWS
             .iter()
             .chain(["b0", "bab", "z"].iter())
