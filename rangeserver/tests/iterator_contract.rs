@@ -482,3 +482,77 @@ fn a_scan_stack_does_not_see_writes_made_after_the_scan_began() {
         );
     }
 }
+
+fn engine_with(o: EngineOptions) -> (tokio::runtime::Runtime, tempfile::TempDir, Engine) {
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let fs = Arc::new(LocalFs::new(dir.path()).expect("fs"));
+    let e = Engine::open(fs, "/ht", o, rt.handle().clone()).expect("open");
+    e.create_table(schema()).expect("create");
+    let muts: Vec<Mutation> = cells()
+        .into_iter()
+        .map(|(k, v)| {
+            let k = Key::decode(&k).expect("key");
+            let mut m = Mutation::insert(k.row, k.family, k.qualifier, v);
+            m.timestamp = Some(k.timestamp);
+            m
+        })
+        .collect();
+    e.apply(1, &muts).expect("apply");
+    (rt, dir, e)
+}
+
+/// The scanner's own re-seek: with a work budget of one cell per block, every stack yields
+/// (the filters skip cells) and resumes by seeking a fresh stack; the cells are the same as
+/// from a scan that never yields.
+/// Engine bug (found here): a row iterator above a filter that yields between rows passes the
+/// filter's resume key up unchanged; it lies inside the next row, so the fresh stack's seek
+/// skips that row (`qualifier_regex > whole_row` loses rows `a` and `b`). Resuming from the
+/// row's start instead livelocks when the skipped cells before the key exceed the budget.
+#[test]
+#[ignore = "engine bug: a row iterator's yield key lies inside a row, so the resumed scan skips that row"]
+fn scans_that_yield_and_resume_give_the_same_cells_for_every_stack() {
+    let (_rt1, _d1, plain) = engine_with(EngineOptions::default());
+    let (_rt2, _d2, tight) = engine_with(EngineOptions {
+        scan_work_per_block: 1,
+        ..EngineOptions::default()
+    });
+    let ks = kinds();
+    let mut total_yields = 0;
+    for names in stacks() {
+        let spec = ScanSpec {
+            iterators: names
+                .iter()
+                .map(|&i| ScanIterator {
+                    kind: ks[i].0.into(),
+                    options: ks[i].1.clone(),
+                })
+                .collect(),
+            ..ScanSpec::default()
+        };
+        let want = plain
+            .scan(1, &spec)
+            .expect("scan")
+            .collect_all()
+            .expect("cells");
+        let mut sc = tight.scan(1, &spec).expect("scan");
+        sc.pause_on_yield(true);
+        let mut got = Vec::new();
+        loop {
+            match sc.next_cell().expect("cell") {
+                Some(c) => got.push((c.key.row, c.key.family, c.key.qualifier, c.value)),
+                None if sc.yielded() => {
+                    total_yields += 1;
+                    sc.resume().expect("resume");
+                }
+                None => break,
+            }
+        }
+        let want: Vec<_> = want
+            .into_iter()
+            .map(|c| (c.key.row, c.key.family, c.key.qualifier, c.value))
+            .collect();
+        assert_eq!(got, want, "{}", label(&names));
+    }
+    assert!(total_yields > 50, "{total_yields} yields");
+}
