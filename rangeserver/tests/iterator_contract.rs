@@ -505,12 +505,11 @@ fn engine_with(o: EngineOptions) -> (tokio::runtime::Runtime, tempfile::TempDir,
 /// The scanner's own re-seek: with a work budget of one cell per block, every stack yields
 /// (the filters skip cells) and resumes by seeking a fresh stack; the cells are the same as
 /// from a scan that never yields.
-/// Engine bug (found here): a row iterator above a filter that yields between rows passes the
-/// filter's resume key up unchanged; it lies inside the next row, so the fresh stack's seek
-/// skips that row (`qualifier_regex > whole_row` loses rows `a` and `b`). Resuming from the
-/// row's start instead livelocks when the skipped cells before the key exceed the budget.
+/// Found here: a yield inside a row next to a row iterator (the filter below yielding before
+/// the row's first kept cell, or a filter above yielding in the middle of the row's output)
+/// made the resumed scan skip the rest of the row; row iterators now resume in the row their
+/// source stopped in and hold the budget until their row's output is consumed.
 #[test]
-#[ignore = "engine bug: a row iterator's yield key lies inside a row, so the resumed scan skips that row"]
 fn scans_that_yield_and_resume_give_the_same_cells_for_every_stack() {
     let (_rt1, _d1, plain) = engine_with(EngineOptions::default());
     let (_rt2, _d2, tight) = engine_with(EngineOptions {

@@ -58,9 +58,24 @@ pub struct RowIter {
     resume_at: Option<Vec<u8>>,
     /// The current row's encoded prefix (a buffer kept from row to row).
     row: Vec<u8>,
+    /// The budget is held for output not yet consumed.
+    holding: bool,
+}
+
+impl Drop for RowIter {
+    fn drop(&mut self) {
+        self.stop_holding();
+    }
 }
 
 impl RowIter {
+    fn stop_holding(&mut self) {
+        if self.holding {
+            self.holding = false;
+            self.budget.release();
+        }
+    }
+
     pub fn new(src: Box<dyn KvIter>, logic: Box<dyn RowLogic>, budget: Budget) -> Self {
         Self {
             src,
@@ -72,6 +87,7 @@ impl RowIter {
             yielded: None,
             resume_at: None,
             row: Vec::new(),
+            holding: false,
         }
     }
 
@@ -88,9 +104,21 @@ impl RowIter {
             self.budget.hold();
             let r = self.read_row(&row);
             self.row = row;
-            self.budget.release();
-            let complete = r?;
+            let complete = match r {
+                Ok(c) => c,
+                Err(e) => {
+                    self.budget.release();
+                    return Err(e);
+                }
+            };
             self.logic.end(complete, &mut self.out);
+            if self.out.is_empty() {
+                self.budget.release();
+            } else {
+                // Held until the row's output is consumed, so a filter above cannot yield in
+                // the middle of it either (a seek back there would skip the row's rest).
+                self.holding = true;
+            }
         }
         Ok(())
     }
@@ -125,6 +153,7 @@ impl RowIter {
 impl KvIter for RowIter {
     fn seek(&mut self, range: &SeekRange, families: &Families) -> Result<()> {
         self.out.clear();
+        self.stop_holding();
         self.yielded = None;
         self.range = range.clone();
         self.families = *families;
@@ -152,6 +181,9 @@ impl KvIter for RowIter {
     }
     fn next(&mut self) -> Result<()> {
         self.out.pop_front();
+        if self.out.is_empty() {
+            self.stop_holding();
+        }
         self.fill()
     }
     fn deep_copy(&self) -> Result<Box<dyn KvIter>> {
