@@ -130,14 +130,15 @@ fn undesc_i64(b: [u8; 8]) -> i64 {
 fn find_terminator(enc: &[u8], from: usize) -> Result<Option<usize>, KeyError> {
     let mut i = from;
     while i + 1 < enc.len() {
-        if enc[i] == 0 {
-            match enc[i + 1] {
-                1 => return Ok(Some(i)),
-                0xFF => i += 2,
-                _ => return Err(KeyError::BadEscape(i)),
-            }
-        } else {
-            i += 1;
+        // The next NUL byte: a terminator or an escape.
+        match memchr0(&enc[i..enc.len() - 1]) {
+            None => return Ok(None),
+            Some(n) => i += n,
+        }
+        match enc[i + 1] {
+            1 => return Ok(Some(i)),
+            0xFF => i += 2,
+            _ => return Err(KeyError::BadEscape(i)),
         }
     }
     Ok(None)

@@ -161,7 +161,8 @@ fn worker(inner: Arc<Inner>) {
 fn run(inner: &Arc<Inner>, task: Task) -> Result<()> {
     match task {
         Task::Flush { range, group } => {
-            let r = compact_group(inner, &range, group, CompactionKind::Minor);
+            let kind = flush_kind(inner, &range, group);
+            let r = compact_group(inner, &range, group, kind);
             range.groups[group]
                 .flush_queued
                 .store(false, Ordering::Release);
@@ -188,6 +189,28 @@ fn run(inner: &Arc<Inner>, task: Task) -> Result<()> {
         }
     }
     collect_garbage(inner)
+}
+
+/// How a flush of group `gi` runs: as a major compaction when the group holds combiner
+/// families and its stores are small beside its cache (`EngineOptions::combined_flush_ratio`),
+/// so that a counter table's reads meet one combined cell per column in the stores instead of
+/// every increment since the last major compaction; otherwise as a minor compaction. Not when
+/// the table names a kind this server lacks (its major compactions wait).
+fn flush_kind(inner: &Inner, range: &Range, gi: usize) -> CompactionKind {
+    let ratio = inner.opts().combined_flush_ratio;
+    let Ok(table) = inner.table(range.table_id) else {
+        return CompactionKind::Minor;
+    };
+    let combined = table.combined_groups.get(gi).copied().unwrap_or(false);
+    if ratio <= 0.0 || !combined || table.check_kinds().is_err() {
+        return CompactionKind::Minor;
+    }
+    let st = range.groups[gi].state();
+    if (st.store_bytes() as f64) <= ratio * st.cache_bytes() as f64 {
+        CompactionKind::Major
+    } else {
+        CompactionKind::Minor
+    }
 }
 
 /// Queues a minor compaction of a group unless one is queued already.

@@ -551,3 +551,99 @@ fn a_row_iterator_over_a_yielding_filter_loses_no_row() {
     });
     assert_eq!(n, 30 * 5);
 }
+
+/// Writes `n` fixed64 increments of 1 over `keys` rows of family `fx` (5), in batches of 500;
+/// returns the sum written per row.
+fn increments(e: &Engine, n: u64, keys: u64) -> Vec<i64> {
+    let mut sums = vec![0i64; keys as usize];
+    let one = 1i64.to_be_bytes();
+    let mut i = 0;
+    while i < n {
+        let batch: Vec<Mutation> = (i..(i + 500).min(n))
+            .map(|j| {
+                let k = (j * 7919) % keys;
+                sums[k as usize] += 1;
+                Mutation::insert(format!("k{k:03}"), 5, "", one.to_vec())
+            })
+            .collect();
+        e.apply(T, &batch).unwrap();
+        i += 500;
+    }
+    sums
+}
+
+fn check_increments(e: &Engine, sums: &[i64]) {
+    for (k, &want) in sums.iter().enumerate() {
+        assert_eq!(
+            value(e, &format!("k{k:03}"), 5),
+            Some(want.to_be_bytes().to_vec()),
+            "row k{k:03}"
+        );
+    }
+}
+
+#[test]
+fn a_combiner_group_flushes_early_and_folds_into_one_store() {
+    // The combiner group's cache is flushed at 2 MiB while its stores are small, and each
+    // flush is a major compaction that folds cache and store into one combined store.
+    let o = EngineOptions {
+        combined_flush_bytes: 2 << 20,
+        ..EngineOptions::default()
+    };
+    let db = open_with(schema(), o);
+    let e = &db.e;
+    let sums = increments(e, 120_000, 40);
+    e.wait_for_maintenance();
+    let s = e.stats();
+    assert!(
+        s.major_compactions >= 3,
+        "flushes of the combiner group fold: {s:?}"
+    );
+    assert_eq!(s.minor_compactions, 0, "{s:?}");
+    assert_eq!(s.stores, 1, "every fold leaves one store: {s:?}");
+    check_increments(e, &sums);
+
+    // Both rules off: the same writes, flushed at the same size, make minor compactions
+    // that keep every increment, and read back the same sums.
+    let o = EngineOptions {
+        cell_cache_flush_bytes: 2 << 20,
+        combined_flush_bytes: 0,
+        combined_flush_ratio: 0.0,
+        ..EngineOptions::default()
+    };
+    let db = open_with(schema(), o);
+    let e = &db.e;
+    let sums = increments(e, 120_000, 40);
+    e.wait_for_maintenance();
+    let s = e.stats();
+    assert_eq!(s.major_compactions, 0, "{s:?}");
+    assert!(s.minor_compactions >= 3, "{s:?}");
+    check_increments(e, &sums);
+}
+
+#[test]
+fn a_group_without_combiners_keeps_the_normal_flush_size() {
+    // The same amount of plain cells stays in the cache: only combiner groups flush early.
+    let o = EngineOptions {
+        combined_flush_bytes: 2 << 20,
+        ..EngineOptions::default()
+    };
+    let mut s = TableSchema::new(T, "/plain");
+    s.add_family("plain");
+    let db = open_with(s, o);
+    let e = &db.e;
+    let one = 1i64.to_be_bytes();
+    for i in 0..240u64 {
+        let batch: Vec<Mutation> = (0..500u64)
+            .map(|j| Mutation::insert(format!("k{:03}", (i * 500 + j) % 40), 1, "", one.to_vec()))
+            .collect();
+        e.apply(T, &batch).unwrap();
+    }
+    e.wait_for_maintenance();
+    let s = e.stats();
+    assert_eq!(
+        (s.minor_compactions, s.major_compactions, s.stores),
+        (0, 0, 0),
+        "{s:?}"
+    );
+}

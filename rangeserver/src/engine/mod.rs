@@ -73,6 +73,9 @@ pub(crate) struct TableInfo {
     pub missing_kinds: Vec<String>,
     /// Some live family is APPEND_ONLY: row deletes are refused.
     pub append_only: bool,
+    /// Per access group (by position in the schema), whether it holds a live family with a
+    /// combiner (see `EngineOptions::combined_flush_bytes`).
+    pub combined_groups: Vec<bool>,
     /// The family rules of a scan of every column with the schema's versions.
     default_rules: Arc<Vec<FamilyRule>>,
 }
@@ -117,8 +120,18 @@ impl TableInfo {
             }
         }
         let append_only = schema.families.iter().any(|f| !f.deleted && f.append_only);
+        let group_of = schema.group_index_by_family();
+        let mut combined_groups = vec![false; schema.access_groups.len()];
+        for f in 1..256usize {
+            if let (Some(_), Some(g)) = (&combiners[f], group_of[f])
+                && let Some(c) = combined_groups.get_mut(g as usize)
+            {
+                *c = true;
+            }
+        }
         let mut info = Self {
-            group_of: schema.group_index_by_family(),
+            group_of,
+            combined_groups,
             shared_schema: Arc::new(schema.clone()),
             combiners,
             missing_kinds,
@@ -135,6 +148,26 @@ impl TableInfo {
         crate::iterators::Families::of(
             (1..=255u8).filter(|&f| self.combiners[f as usize].is_some()),
         )
+    }
+
+    /// The bytes at which group `gi`'s active cache is flushed, given its state `st` (see
+    /// `EngineOptions::combined_flush_bytes`).
+    pub(crate) fn flush_bytes(
+        &self,
+        opts: &EngineOptions,
+        gi: usize,
+        st: &crate::range::GroupState,
+    ) -> u64 {
+        let small = opts.combined_flush_bytes;
+        if small > 0
+            && small < opts.cell_cache_flush_bytes
+            && self.combined_groups.get(gi).copied().unwrap_or(false)
+            && st.store_bytes() <= small
+        {
+            small
+        } else {
+            opts.cell_cache_flush_bytes
+        }
     }
 
     /// The error a scan or major compaction meets when the schema names a kind this engine

@@ -46,6 +46,17 @@ pub struct EngineOptions {
     pub registry: Arc<crate::iterators::Registry>,
     /// Cells a scan's iterators may step over per block before the scan yields its thread.
     pub scan_work_per_block: u64,
+    /// A flush of an access group holding combiner families runs as a major compaction (the
+    /// cache and every store into one store, versions combined: what a counter table wants)
+    /// while the group's stores hold at most this many times the bytes of its cache, so the
+    /// rewrite costs at most that much more than the flush; 0 never.
+    pub combined_flush_ratio: f64,
+    /// While an access group holding combiner families has at most this many bytes of stores,
+    /// its cache is flushed (and, by `combined_flush_ratio`, folded into its stores by a major
+    /// compaction) once it holds this much rather than `cell_cache_flush_bytes`: the cells of
+    /// such a cache are mostly versions waiting to be combined, and every read of a column
+    /// combines all of its versions there. 0 disables.
+    pub combined_flush_bytes: u64,
 }
 
 impl Default for EngineOptions {
@@ -66,6 +77,8 @@ impl Default for EngineOptions {
             clock: Arc::new(SystemClock),
             registry: Arc::new(crate::iterators::Registry::builtins()),
             scan_work_per_block: 1_000_000,
+            combined_flush_ratio: 1.0,
+            combined_flush_bytes: 8 << 20,
         }
     }
 }
@@ -79,6 +92,8 @@ impl std::fmt::Debug for EngineOptions {
             .field("split_size_bytes", &self.split_size_bytes)
             .field("max_stores_per_group", &self.max_stores_per_group)
             .field("maintenance_threads", &self.maintenance_threads)
+            .field("combined_flush_ratio", &self.combined_flush_ratio)
+            .field("combined_flush_bytes", &self.combined_flush_bytes)
             .finish()
     }
 }

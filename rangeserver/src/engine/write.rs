@@ -328,7 +328,7 @@ fn insert_into_caches(
         r.cells_written
             .fetch_add(idx.len() as u64, Ordering::Relaxed);
         inner.add_cache_bytes(grew);
-        if st.active.memory_bytes() > inner.opts().cell_cache_flush_bytes {
+        if st.active.memory_bytes() > table.flush_bytes(inner.opts(), gi, &st) {
             flush.push((r.clone(), gi));
         }
     }

@@ -401,6 +401,9 @@ impl RowLogic for CountCells {
 /// Value tests, any of which may match, resolved so that a cell is judged in about constant
 /// time however many tests there are: exact values in a hash set, prefixes in a prefix-free
 /// sorted set (the only member that can prefix a value is the greatest one not above it).
+/// Up to this many exact values are compared one by one rather than hashed.
+const FEW_EXACT: usize = 8;
+
 #[derive(Default)]
 struct ValueTests {
     exists: bool,
@@ -445,9 +448,19 @@ impl ValueTests {
 
     fn matches(&self, v: &[u8]) -> bool {
         self.exists
-            || self.exact.contains(v)
-            || self.has_prefix_of(v)
+            || self.is_exact(v)
+            || (!self.prefixes.is_empty() && self.has_prefix_of(v))
             || self.regexes.iter().any(|r| r.is_match(v))
+    }
+
+    /// A few exact values are compared directly (a length check rules out most values without
+    /// reading them); many go through the hash set.
+    fn is_exact(&self, v: &[u8]) -> bool {
+        if self.exact.len() <= FEW_EXACT {
+            self.exact.iter().any(|e| e.as_slice() == v)
+        } else {
+            self.exact.contains(v)
+        }
     }
 }
 

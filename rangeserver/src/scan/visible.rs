@@ -373,7 +373,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             }
             CellFlag::DeleteCell | CellFlag::DeleteCellVersion | CellFlag::Insert => {
                 let rule = st.rule(family);
-                if !rule.wants_qualifier(&k.qualifier()) {
+                if !rule.qualifiers.is_empty() && !rule.wants_qualifier(&k.qualifier()) {
                     let target = key::cell_end(&k.row(), family, &k.qualifier());
                     skip_to(src, &target)?;
                     continue;
@@ -401,10 +401,10 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             || ts <= st.cell_delete_ts
             || st.version_deletes.contains(&ts);
         let rule = st.rule(family);
-        let (ttl_ns, combiner) = (rule.ttl_ns, rule.combiner.clone());
+        let (ttl_ns, combined) = (rule.ttl_ns, rule.combiner.is_some());
         // Versions with equal timestamps: the newest revision wins, except in combined
         // families, where every version counts once.
-        let same_ts = st.last_ts == Some(ts) && combiner.is_none();
+        let same_ts = st.last_ts == Some(ts) && !combined;
         st.last_ts = Some(ts);
         let expired = ttl_ns > 0 && ts < st.opts.now_ns.saturating_sub(ttl_ns);
         let out_of_time = ts < st.opts.time_start || ts >= st.opts.time_end;
@@ -412,11 +412,12 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             src.next()?;
             continue;
         }
-        if let Some(c) = &combiner {
+        if combined {
             if !st.comb_done {
                 let fi = family as usize;
                 if st.comb_states[fi].is_none() {
-                    st.comb_states[fi] = Some(c.state());
+                    let c = st.opts.families[fi].combiner.as_ref();
+                    st.comb_states[fi] = c.map(|c| c.state());
                 }
                 if st.comb_key.is_none() {
                     st.comb_key = Some(src_key.to_vec());
