@@ -20,6 +20,12 @@ pub trait CellIter: Send {
     fn value(&self) -> &[u8];
     /// Moves to the next cell.
     fn next(&mut self) -> Result<()>;
+    /// Where the current cell is stored, for the error about a value that turns out damaged
+    /// above the source (a combiner that cannot read it): a cell store's path and the file
+    /// offset of the block holding the cell. `None` for cells in memory.
+    fn origin(&self) -> Option<(String, u64)> {
+        None
+    }
 }
 
 impl<T: CellIter + ?Sized> CellIter for Box<T> {
@@ -37,6 +43,9 @@ impl<T: CellIter + ?Sized> CellIter for Box<T> {
     }
     fn next(&mut self) -> Result<()> {
         (**self).next()
+    }
+    fn origin(&self) -> Option<(String, u64)> {
+        (**self).origin()
     }
 }
 

@@ -93,6 +93,10 @@ impl<I: CellIter> CellIter for MergeIter<I> {
         }
         self.pick()
     }
+
+    fn origin(&self) -> Option<(String, u64)> {
+        self.current.and_then(|c| self.children[c].origin())
+    }
 }
 
 /// A cursor restricted to keys in `[lo, hi)` (either bound optional).
@@ -134,6 +138,10 @@ impl<I: CellIter> CellIter for BoundedIter<I> {
 
     fn next(&mut self) -> Result<()> {
         self.inner.next()
+    }
+
+    fn origin(&self) -> Option<(String, u64)> {
+        self.inner.origin()
     }
 }
 

@@ -278,3 +278,110 @@ fn a_scan_reaching_a_damaged_block_errors_naming_file_and_block_offset() {
     );
     assert!(got > 0 && got < cells.len(), "{got} cells before the error");
 }
+
+/// A stored value its family's combiner cannot read, in a block whose checksum is right (what
+/// a bug or a foreign store would leave), fails a scan and a major compaction's read alike,
+/// naming the store and the offset of the block that holds the cell.
+#[test]
+fn an_unreadable_combined_value_names_its_store_and_block() {
+    use rangeserver::iterators::Registry;
+    use rangeserver::scan::visible::{FamilyRule, Mode, VisibleCells, VisibleOptions};
+
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir = tmp.path();
+    let path = "/cs/sums.cs";
+    let bad_row = b"row-0041".to_vec();
+    let cells: Cells = (0..80)
+        .map(|r| {
+            let row = format!("row-{r:04}").into_bytes();
+            let k = Key {
+                row: row.clone(),
+                family: 1,
+                qualifier: Vec::new(),
+                timestamp: 1_000 + r,
+                revision: 10 + r,
+                flag: CellFlag::Insert,
+            };
+            // fixed64 values are 8 bytes; this one is 3.
+            let v = if row == bad_row {
+                b"abc".to_vec()
+            } else {
+                r.to_be_bytes().to_vec()
+            };
+            (k.encode(), v)
+        })
+        .collect();
+    let trailer = {
+        let fs = fs_at(dir);
+        let mut w =
+            CellStoreWriter::create(&fs, path, options(Compressor::None, BloomFilterMode::None))
+                .expect("create");
+        for (k, v) in &cells {
+            w.add(k, v).expect("add");
+        }
+        w.finish().expect("finish")
+    };
+    let bytes = std::fs::read(dir.join("cs/sums.cs")).expect("read");
+    let blocks = boundaries(&bytes, &trailer);
+    // Raw blocks: the bad value is in the file as written (keys are prefix-compressed).
+    let at = bytes
+        .windows(3)
+        .position(|w| w == b"abc")
+        .expect("the value is stored uncompressed") as u64;
+    let block = std::iter::once(0)
+        .chain(blocks)
+        .filter(|&b| b <= at)
+        .max()
+        .expect("a block holds it");
+    assert!(block > 0, "the bad cell should not be in the first block");
+
+    let sum = Registry::builtins()
+        .combiner("sum")
+        .expect("sum is built in")
+        .build(&[("ENCODING".to_string(), "fixed64".to_string())].into())
+        .expect("fixed64 sum");
+    let mut rules = vec![FamilyRule::unselected(); 256];
+    rules[1] = FamilyRule {
+        selected: true,
+        combiner: Some(sum),
+        ..FamilyRule::unselected()
+    };
+    let fs = fs_at(dir);
+    let cs = CellStore::open(&fs, path, BlockCache::new(1 << 20)).expect("open");
+    for mode in [Mode::Scan, Mode::MajorCompaction] {
+        let mut v = VisibleCells::new(
+            cs.scanner(false),
+            VisibleOptions {
+                families: Arc::new(rules.clone()),
+                time_start: i64::MIN,
+                time_end: i64::MAX,
+                now_ns: 0,
+                return_deletes: false,
+                mode,
+                snapshot_rev: i64::MAX,
+            },
+        );
+        let mut got = 0usize;
+        let err = (|| {
+            v.seek(b"")?;
+            while v.valid() {
+                got += 1;
+                v.next()?;
+            }
+            Ok::<(), rangeserver::Error>(())
+        })()
+        .expect_err("the unreadable value must fail the read");
+        match err {
+            rangeserver::Error::Corrupt { file, offset, msg } => {
+                assert_eq!(file, path, "{mode:?}: {msg}");
+                assert_eq!(offset, block, "{mode:?}: {msg}");
+                assert!(msg.contains("row-0041"), "{mode:?}: {msg}");
+            }
+            e => panic!("{mode:?}: not a Corrupt error: {e}"),
+        }
+        assert_eq!(
+            got, 41,
+            "{mode:?}: the cells before the bad one are returned"
+        );
+    }
+}

@@ -195,4 +195,13 @@ impl CellIter for CellStoreScanner {
         }
         r
     }
+
+    fn origin(&self) -> Option<(String, u64)> {
+        self.valid.then(|| {
+            (
+                self.store.path().to_string(),
+                self.store.block_offset(self.block_idx),
+            )
+        })
+    }
 }

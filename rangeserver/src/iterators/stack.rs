@@ -220,10 +220,11 @@ impl<I: CellIter> PartialCombine<I> {
                 break;
             }
             if more {
-                more = st.add(self.src.value()).map_err(|e| Error::Corrupt {
-                    file: "<partial compaction>".into(),
-                    offset: 0,
-                    msg: format!("combined cell {:?}: {e}", KeyRef::from_trusted(key)),
+                more = st.add(self.src.value()).map_err(|e| {
+                    crate::scan::visible::damaged(
+                        &self.src,
+                        format!("combined cell {:?}: {e}", KeyRef::from_trusted(key)),
+                    )
                 })?;
             }
             versions += 1;

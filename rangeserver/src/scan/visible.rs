@@ -256,6 +256,15 @@ impl State {
     }
 }
 
+/// The error for a cell of `src`'s that is damaged: it names the cell store and the offset of
+/// the block holding it, or the cell cache.
+pub(crate) fn damaged<I: CellIter + ?Sized>(src: &I, msg: String) -> Error {
+    let (file, offset) = src
+        .origin()
+        .unwrap_or_else(|| ("<cell cache>".to_string(), 0));
+    Error::Corrupt { file, offset, msg }
+}
+
 /// Moves the source to `target`: a few `next()` calls if it is near, else a seek.
 fn skip_to<I: CellIter>(src: &mut I, target: &[u8]) -> Result<()> {
     for _ in 0..NEXT_BEFORE_SEEK {
@@ -301,11 +310,8 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             continue;
         }
         let src_key = src.key();
-        let k = KeyRef::from_trusted(src_key).map_err(|e| Error::Corrupt {
-            file: "<merged scan>".into(),
-            offset: 0,
-            msg: format!("bad key {src_key:?}: {e}"),
-        })?;
+        let k = KeyRef::from_trusted(src_key)
+            .map_err(|e| damaged(src, format!("bad key {src_key:?}: {e}")))?;
         if !key::bytes_eq(k.row_prefix(), &st.cur_row) {
             st.finish_cell();
             st.reset_row();
@@ -425,11 +431,9 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
                 let state = st.comb_states[fi].as_mut().expect("just made");
                 // Newest first; a combiner may say older versions cannot change the result
                 // (a counter's reset).
-                let more = state.add(src.value()).map_err(|e| Error::Corrupt {
-                    file: "<merged scan>".into(),
-                    offset: 0,
-                    msg: format!("combined cell {k:?}: {e}"),
-                })?;
+                let more = state
+                    .add(src.value())
+                    .map_err(|e| damaged(src, format!("combined cell {k:?}: {e}")))?;
                 st.comb_done = !more;
             }
             src.next()?;
