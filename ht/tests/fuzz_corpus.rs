@@ -245,6 +245,70 @@ fn packed_scan_seed() -> Vec<u8> {
     out
 }
 
+fn set_value_seeds() -> Vec<Vec<u8>> {
+    use rangeserver::iterators::combine::SetValue;
+    let sets = [
+        SetValue {
+            ignore: false,
+            count: 3,
+            members: vec![b"d1".to_vec(), b"d5".to_vec(), b"d9".to_vec()],
+        },
+        SetValue {
+            ignore: true,
+            count: 7,
+            members: Vec::new(),
+        },
+    ];
+    sets.iter()
+        .map(|s| {
+            let mut out = Vec::new();
+            s.encode(&mut out);
+            out
+        })
+        .chain([b"doc-1".to_vec()])
+        .collect()
+}
+
+/// Scan specs as `rs.scan` carries them: intervals, columns, limits, a scan iterator (tag 17)
+/// and value predicates (tag 18).
+fn scan_spec_seeds() -> Vec<Vec<u8>> {
+    use common::iterators::{ScanIterator, ValuePredicate, ValuePredicates, ValueTest};
+    use common::scan_spec::{ColumnSelector, QualifierMatch, RowInterval, ScanSpec};
+    use prost::Message;
+    let mut with_all = ScanSpec {
+        row_intervals: vec![RowInterval::row(b"r1".to_vec())],
+        columns: vec![ColumnSelector {
+            family: 1,
+            qualifier: QualifierMatch::All,
+        }],
+        row_limit: 10,
+        ..ScanSpec::default()
+    };
+    with_all.iterators = vec![ScanIterator {
+        kind: "value_regex".into(),
+        options: [("REGEX".to_string(), "^k".to_string())].into(),
+    }];
+    with_all.value_predicates = Some(ValuePredicates {
+        tests: vec![
+            ValuePredicate {
+                family: 1,
+                qualifier: None,
+                test: ValueTest::Equals(b"keep".to_vec()),
+            },
+            ValuePredicate {
+                family: 1,
+                qualifier: Some(b"q".to_vec()),
+                test: ValueTest::Prefix(b"pre".to_vec()),
+            },
+        ],
+        output: Vec::new(),
+    });
+    [ScanSpec::default(), with_all]
+        .iter()
+        .map(|s| proto::rs::messages::WireScanSpec::from(s).encode_to_vec())
+        .collect()
+}
+
 fn oplog_seed() -> Vec<u8> {
     use chunkfs::Layout;
     use chunkfs::meta::namespace::{BlockMeta, Op};
@@ -379,6 +443,8 @@ fn make_seeds(tmp: &Path) -> BTreeMap<&'static str, Vec<Vec<u8>>> {
     seeds.insert("objstore_manifest", manifest_seeds(tmp));
     seeds.insert("tsv_lines", tsv_seeds());
     seeds.insert("hql_roundtrip", hql_seeds());
+    seeds.insert("set_value", set_value_seeds());
+    seeds.insert("scan_spec_wire", scan_spec_seeds());
     seeds
 }
 
