@@ -232,6 +232,18 @@ impl CellCache {
         }
     }
 
+    /// Every `step`-th key (`step` at least 1), in order, copied out under the read lock: rows
+    /// to split a scan at (`Engine::scan_pieces`).
+    pub fn sample_keys(&self, step: usize) -> Vec<Vec<u8>> {
+        let inner = self.inner.read();
+        inner
+            .index
+            .iter()
+            .step_by(step.max(1))
+            .map(|s| s.key().to_vec())
+            .collect()
+    }
+
     /// A cursor over the cache (call `seek` first).
     pub fn iter(self: &Arc<Self>) -> CellCacheIter {
         CellCacheIter {

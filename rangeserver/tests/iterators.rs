@@ -647,3 +647,100 @@ fn a_group_without_combiners_keeps_the_normal_flush_size() {
         "{s:?}"
     );
 }
+
+#[test]
+fn a_scan_in_pieces_at_one_snapshot_returns_what_the_whole_scan_does() {
+    // Small flushes: the rows lie in many stores, whose block indexes give the split rows.
+    let o = EngineOptions {
+        cell_cache_flush_bytes: 256 << 10,
+        ..EngineOptions::default()
+    };
+    let mut s = TableSchema::new(T, "/pieces");
+    let v = s.add_family("v");
+    let w = s.add_family("w");
+    let db = open_with(s, o);
+    let e = &db.e;
+    for chunk in 0..20u32 {
+        let batch: Vec<Mutation> = (chunk * 1000..(chunk + 1) * 1000)
+            .flat_map(|i| {
+                let value = if i % 100 == 0 {
+                    b"keep".to_vec()
+                } else {
+                    format!("x{i:049}").into_bytes()
+                };
+                [
+                    Mutation::insert(format!("r{i:06}"), v, "a", value),
+                    Mutation::insert(format!("r{i:06}"), w, "", b"w".to_vec()),
+                ]
+            })
+            .collect();
+        e.apply(T, &batch).unwrap();
+    }
+    e.compact(Some(T), CompactionKind::Minor).unwrap();
+    e.wait_for_maintenance();
+    let whole = |spec: &ScanSpec| e.scan(T, spec).unwrap().collect_all().unwrap();
+    let in_pieces = |spec: &ScanSpec, snapshot: i64| {
+        let pieces = e.scan_pieces(T, spec, 4, 1);
+        assert!(pieces.len() > 1, "{} pieces", pieces.len());
+        pieces
+            .iter()
+            .flat_map(|p| {
+                e.scan_at(T, p, Some(snapshot))
+                    .unwrap()
+                    .collect_all()
+                    .unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    let predicate = ScanSpec {
+        value_predicates: Some(ValuePredicates {
+            tests: vec![ValuePredicate {
+                family: v,
+                qualifier: None,
+                test: ValueTest::Equals(b"keep".to_vec()),
+            }],
+            output: Vec::new(),
+        }),
+        ..ScanSpec::default()
+    };
+    let rows = ScanSpec {
+        row_intervals: vec![common::scan_spec::RowInterval {
+            start: std::ops::Bound::Excluded(b"r005000".to_vec()),
+            end: std::ops::Bound::Included(b"r015000".to_vec()),
+        }],
+        ..ScanSpec::default()
+    };
+    let first = ScanSpec {
+        iterators: vec![ScanIterator {
+            kind: "first_in_row".into(),
+            options: BTreeMap::new(),
+        }],
+        ..ScanSpec::default()
+    };
+    let specs = [ScanSpec::default(), predicate, rows, first];
+    let before: Vec<_> = specs.iter().map(whole).collect();
+    assert_eq!(before[1].len(), 400, "rows 0, 100, ... with both cells");
+    let snapshot = e.pin_snapshot();
+    for (spec, want) in specs.iter().zip(&before) {
+        assert_eq!(&in_pieces(spec, snapshot), want);
+    }
+    // Pieces read the pinned snapshot: writes after it, in any piece, are not seen.
+    e.apply(
+        T,
+        &[
+            Mutation::insert("r000001", v, "late", b"keep".to_vec()),
+            Mutation::insert("r019999", v, "late", b"keep".to_vec()),
+        ],
+    )
+    .unwrap();
+    for (spec, want) in specs.iter().zip(&before) {
+        assert_eq!(&in_pieces(spec, snapshot), want);
+    }
+    assert_eq!(whole(&specs[1]).len(), 400 + 6);
+    // Limits count across rows: such a scan stays whole.
+    let limited = ScanSpec {
+        row_limit: 5,
+        ..ScanSpec::default()
+    };
+    assert_eq!(e.scan_pieces(T, &limited, 4, 1).len(), 1);
+}

@@ -148,7 +148,13 @@ proptest! {
             .enable_all()
             .build()
             .expect("runtime");
-        let fx = rt.block_on(Fixture::start(RangeServerOptions::default()));
+        // Every scan big enough to split runs in pieces (`Engine::scan_pieces`), so the
+        // pieces' concatenation is held to the model too.
+        let fx = rt.block_on(Fixture::start(RangeServerOptions {
+            scan_pieces: 4,
+            scan_piece_bytes: 1,
+            ..RangeServerOptions::default()
+        }));
         let model_dir = tempfile::tempdir().expect("tempdir");
         let model = Engine::open(
             Arc::new(LocalFs::new(model_dir.path()).expect("fs")),

@@ -25,6 +25,22 @@ impl Engine {
     /// Starts a scan of one table. The scanner reads a snapshot of the table's ranges and their
     /// cell stores and the live cell caches; it holds no locks between calls.
     pub fn scan(&self, table_id: u32, spec: &ScanSpec) -> Result<TableScanner> {
+        self.scan_at(table_id, spec, None)
+    }
+
+    /// The revision a scan started now reads at ([`Engine::scan_at`]).
+    pub fn pin_snapshot(&self) -> i64 {
+        self.inner.snapshot_revision()
+    }
+
+    /// [`Engine::scan`] reading at `snapshot` (from [`Engine::pin_snapshot`]; `None`: pinned
+    /// now), so that the pieces of one scan ([`Engine::scan_pieces`]) read one snapshot.
+    pub fn scan_at(
+        &self,
+        table_id: u32,
+        spec: &ScanSpec,
+        snapshot: Option<i64>,
+    ) -> Result<TableScanner> {
         self.check_open()?;
         let inner = &self.inner;
         let table = inner.table(table_id)?;
@@ -32,7 +48,7 @@ impl Engine {
         let registry = inner.opts().registry.clone();
         registry.check_scan(&spec.iterators, &table.schema)?;
         // Pinned before anything is read: a batch is seen whole or not at all.
-        let snapshot_rev = inner.snapshot_revision();
+        let snapshot_rev = snapshot.unwrap_or_else(|| inner.snapshot_revision());
         let now = inner.opts().clock.now_ns();
         let rules = if spec.columns.is_empty() && spec.max_versions == 0 {
             table.default_rules.clone()
@@ -163,10 +179,22 @@ impl Engine {
         queue_blocks: usize,
         fill: impl FnMut(&mut TableScanner) -> Result<Option<B>> + Send + 'static,
     ) -> tokio::sync::mpsc::Receiver<Result<B>> {
+        self.scan_stream_at(table_id, spec, None, queue_blocks, fill)
+    }
+
+    /// [`Engine::scan_stream_with`] reading at `snapshot` ([`Engine::scan_at`]).
+    pub fn scan_stream_at<B: Send + 'static>(
+        &self,
+        table_id: u32,
+        spec: ScanSpec,
+        snapshot: Option<i64>,
+        queue_blocks: usize,
+        fill: impl FnMut(&mut TableScanner) -> Result<Option<B>> + Send + 'static,
+    ) -> tokio::sync::mpsc::Receiver<Result<B>> {
         let (tx, rx) = tokio::sync::mpsc::channel(queue_blocks.max(1));
         let e = self.clone();
         tokio::task::spawn_blocking(move || {
-            let mut sc = match e.scan(table_id, &spec) {
+            let mut sc = match e.scan_at(table_id, &spec, snapshot) {
                 Ok(s) => s,
                 Err(err) => {
                     let _ = tx.blocking_send(Err(err));
@@ -177,6 +205,116 @@ impl Engine {
             drive_scan(sc, fill, tx);
         });
         rx
+    }
+}
+
+/// Bytes of cell cache per sampled split row, about a store block's worth.
+const SAMPLE_BYTES: u64 = 64 << 10;
+
+impl Engine {
+    /// Splits a scan into at most `max` pieces of consecutive rows, each over about
+    /// `piece_bytes` or more of data, to be scanned at once (on more cores) and returned one
+    /// after the other: their outputs, concatenated, are the scan's output when they read one
+    /// snapshot ([`Engine::scan_at`]). Split rows come from the stores' block indexes and from
+    /// rows sampled in the caches. A scan of cell intervals, of several row intervals or with
+    /// row or cell limits or offsets (which count across rows) stays whole; so does one over
+    /// less data. Iterators see each piece as a seek to its rows, which the seek contract
+    /// allows. The data counted is every range of the table held here, not only the scanned
+    /// rows' (an over-estimate for a scan of a few rows of a big table).
+    pub fn scan_pieces(
+        &self,
+        table_id: u32,
+        spec: &ScanSpec,
+        max: usize,
+        piece_bytes: u64,
+    ) -> Vec<ScanSpec> {
+        let whole = vec![spec.clone()];
+        if max < 2
+            || spec.row_intervals.len() > 1
+            || !spec.cell_intervals.is_empty()
+            || spec.row_limit != 0
+            || spec.row_offset != 0
+            || spec.cell_limit != 0
+            || spec.cell_offset != 0
+        {
+            return whole;
+        }
+        let interval = spec
+            .row_intervals
+            .first()
+            .cloned()
+            .unwrap_or_else(RowInterval::all);
+        let after_start = |row: &[u8]| match &interval.start {
+            Bound::Included(s) | Bound::Excluded(s) => row > s.as_slice(),
+            Bound::Unbounded => !row.is_empty(),
+        };
+        let mut bytes = 0u64;
+        let mut rows: Vec<Vec<u8>> = Vec::new();
+        {
+            let map = self.inner.catalog().ranges();
+            for (_, r) in
+                map.range((table_id, RangeEnd::Row(Vec::new()))..=(table_id, RangeEnd::Max))
+            {
+                for g in &r.groups {
+                    let st = g.state();
+                    // The caches too, sampled about once per store block's worth of bytes.
+                    for c in std::iter::once(&st.active).chain(st.frozen.iter()) {
+                        let cache_bytes = c.memory_bytes();
+                        if cache_bytes < SAMPLE_BYTES {
+                            continue;
+                        }
+                        bytes += cache_bytes;
+                        let samples = (cache_bytes / SAMPLE_BYTES).max(1);
+                        let step = (c.len() / samples).max(1) as usize;
+                        for key in c.sample_keys(step) {
+                            if let Ok(k) = KeyRef::from_trusted(&key) {
+                                let row = k.row();
+                                if after_start(&row) && !interval.is_past_end(&row) {
+                                    rows.push(row.into_owned());
+                                }
+                            }
+                        }
+                    }
+                    for s in &st.stores {
+                        bytes += s.trailer().file_size;
+                        for i in 0..s.num_blocks() {
+                            if let Ok(k) = KeyRef::from_trusted(s.index_key(i)) {
+                                let row = k.row();
+                                if after_start(&row) && !interval.is_past_end(&row) {
+                                    rows.push(row.into_owned());
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        let n = max.min((bytes / piece_bytes.max(1)) as usize);
+        rows.sort();
+        rows.dedup();
+        if n < 2 || rows.len() < n {
+            return whole;
+        }
+        let mut splits: Vec<Vec<u8>> = (1..n).map(|i| rows[i * rows.len() / n].clone()).collect();
+        splits.dedup();
+        let mut pieces = Vec::with_capacity(splits.len() + 1);
+        let mut start = interval.start.clone();
+        for row in splits {
+            let mut p = spec.clone();
+            p.row_intervals = vec![RowInterval {
+                start,
+                end: Bound::Excluded(row.clone()),
+            }];
+            pieces.push(p);
+            start = Bound::Included(row);
+        }
+        let mut last = spec.clone();
+        last.row_intervals = vec![RowInterval {
+            start,
+            end: interval.end.clone(),
+        }];
+        pieces.push(last);
+        pieces
     }
 }
 

@@ -60,6 +60,13 @@ pub struct RangeServerOptions {
     pub max_concurrent_scans: usize,
     /// A scan whose client takes no block for this long is abandoned.
     pub scan_idle_timeout: Duration,
+    /// A scan over much data runs as up to this many pieces of rows at once, one blocking
+    /// thread each, sent in order (`Engine::scan_pieces`); 1 runs every scan whole. Each piece
+    /// queues up to `scan_queue_blocks` blocks, so a scan holds at most this many times as
+    /// much. Default: the cores, at most 4.
+    pub scan_pieces: usize,
+    /// Cell-store bytes a scan needs per piece before it is split.
+    pub scan_piece_bytes: u64,
     /// Ordered update streams remembered at once (`streams`).
     pub max_update_streams: usize,
     /// How long a batch of an update stream waits for a predecessor that is not being applied
@@ -76,6 +83,10 @@ impl Default for RangeServerOptions {
             scan_queue_blocks: 4,
             max_concurrent_scans: 64,
             scan_idle_timeout: Duration::from_secs(600),
+            scan_pieces: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(4),
+            scan_piece_bytes: 16 << 20,
             max_update_streams: 4096,
             update_stream_missing_wait: Duration::from_secs(5),
         }
@@ -237,27 +248,44 @@ impl RangeServerService {
         // is built as owned vectors on the way).
         let block_cells = self.options.scan_block_cells.max(1);
         let block_bytes = self.options.scan_block_bytes.max(1);
-        let mut rx = self.engine.scan_stream_with(
+        // A scan over much data runs in pieces at once, all at one snapshot, sent in order; the
+        // later pieces wait when their queues are full.
+        let pieces = self.engine.scan_pieces(
             req.table_id,
-            spec,
-            self.options.scan_queue_blocks.max(1),
-            move |sc| pack_scan_block(sc, block_cells, block_bytes),
+            &spec,
+            self.options.scan_pieces,
+            self.options.scan_piece_bytes,
         );
-        // Dropping `rx` (on return, also when a send fails because the client went away) makes
-        // the scanner thread's next send fail, so it stops and drops its scanner.
-        while let Some(block) = rx.recv().await {
-            let block = match block {
-                Ok(block) => block,
-                Err(Error::NotHere { table_id, row }) => {
-                    let last = ScanBlock {
-                        not_here: Some(NotHere { table_id, row }),
-                        ..Default::default()
-                    };
-                    return self.push(sink, last.encode_to_vec().into()).await;
-                }
-                Err(e) => return Err(engine_error(method::SCAN, e)),
-            };
-            self.push(sink, block).await?;
+        let snapshot = Some(self.engine.pin_snapshot());
+        let receivers: Vec<_> = pieces
+            .into_iter()
+            .map(|piece| {
+                self.engine.scan_stream_at(
+                    req.table_id,
+                    piece,
+                    snapshot,
+                    self.options.scan_queue_blocks.max(1),
+                    move |sc| pack_scan_block(sc, block_cells, block_bytes),
+                )
+            })
+            .collect();
+        // Dropping a receiver (on return, also when a send fails because the client went away)
+        // makes its scanner thread's next send fail, so it stops and drops its scanner.
+        for mut rx in receivers {
+            while let Some(block) = rx.recv().await {
+                let block = match block {
+                    Ok(block) => block,
+                    Err(Error::NotHere { table_id, row }) => {
+                        let last = ScanBlock {
+                            not_here: Some(NotHere { table_id, row }),
+                            ..Default::default()
+                        };
+                        return self.push(sink, last.encode_to_vec().into()).await;
+                    }
+                    Err(e) => return Err(engine_error(method::SCAN, e)),
+                };
+                self.push(sink, block).await?;
+            }
         }
         Ok(())
     }
