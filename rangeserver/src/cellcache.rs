@@ -232,13 +232,17 @@ impl CellCache {
         }
     }
 
-    /// Every `step`-th key (`step` at least 1), in order, copied out under the read lock: rows
-    /// to split a scan at (`Engine::scan_pieces`).
-    pub fn sample_keys(&self, step: usize) -> Vec<Vec<u8>> {
+    /// Every `step`-th key (`step` at least 1) in `[from, to)`, in order, copied out under the
+    /// read lock: rows to split a scan at (`Engine::scan_pieces`).
+    pub fn sample_keys(&self, from: &[u8], to: Option<&[u8]>, step: usize) -> Vec<Vec<u8>> {
         let inner = self.inner.read();
+        let upper = match to {
+            Some(t) => Bound::Excluded(t),
+            None => Bound::Unbounded,
+        };
         inner
             .index
-            .iter()
+            .range::<[u8], _>((Bound::Included(from), upper))
             .step_by(step.max(1))
             .map(|s| s.key().to_vec())
             .collect()

@@ -219,8 +219,7 @@ impl Engine {
     /// rows sampled in the caches. A scan of cell intervals, of several row intervals or with
     /// row or cell limits or offsets (which count across rows) stays whole; so does one over
     /// less data. Iterators see each piece as a seek to its rows, which the seek contract
-    /// allows. The data counted is every range of the table held here, not only the scanned
-    /// rows' (an over-estimate for a scan of a few rows of a big table).
+    /// allows. A scan of one row is never split.
     pub fn scan_pieces(
         &self,
         table_id: u32,
@@ -248,42 +247,68 @@ impl Engine {
             Bound::Included(s) | Bound::Excluded(s) => row > s.as_slice(),
             Bound::Unbounded => !row.is_empty(),
         };
+        if let (Bound::Included(a), Bound::Included(b)) = (&interval.start, &interval.end)
+            && a == b
+        {
+            return whole;
+        }
+        // The work here is proportional to the scanned rows' data: the blocks of each store
+        // whose keys fall in the interval, and the cache's cells there, stepped through.
+        let (lo, hi) = (interval.start_key(), interval.end_key());
         let mut bytes = 0u64;
         let mut rows: Vec<Vec<u8>> = Vec::new();
+        let mut take = |key: &[u8]| {
+            if let Ok(k) = KeyRef::from_trusted(key) {
+                let row = k.row();
+                if after_start(&row) && !interval.is_past_end(&row) {
+                    rows.push(row.into_owned());
+                }
+            }
+        };
         {
             let map = self.inner.catalog().ranges();
             for (_, r) in
                 map.range((table_id, RangeEnd::Row(Vec::new()))..=(table_id, RangeEnd::Max))
             {
+                // Ranges are [start_row, end_row): one ending at or before the interval's
+                // first row holds none of it.
+                let before = match (&r.end_row, &interval.start) {
+                    (Some(e), Bound::Included(s) | Bound::Excluded(s)) => e <= s,
+                    _ => false,
+                };
+                let after = r
+                    .start_row
+                    .as_deref()
+                    .is_some_and(|s| interval.is_past_end(s));
+                if before || after {
+                    continue;
+                }
                 for g in &r.groups {
                     let st = g.state();
-                    // The caches too, sampled about once per store block's worth of bytes.
+                    // A cache is sampled about once per store block's worth of its bytes.
                     for c in std::iter::once(&st.active).chain(st.frozen.iter()) {
                         let cache_bytes = c.memory_bytes();
-                        if cache_bytes < SAMPLE_BYTES {
+                        if cache_bytes < SAMPLE_BYTES || c.is_empty() {
                             continue;
                         }
-                        bytes += cache_bytes;
-                        let samples = (cache_bytes / SAMPLE_BYTES).max(1);
-                        let step = (c.len() / samples).max(1) as usize;
-                        for key in c.sample_keys(step) {
-                            if let Ok(k) = KeyRef::from_trusted(&key) {
-                                let row = k.row();
-                                if after_start(&row) && !interval.is_past_end(&row) {
-                                    rows.push(row.into_owned());
-                                }
-                            }
+                        let step = (c.len() * SAMPLE_BYTES / cache_bytes).max(1) as usize;
+                        let keys = c.sample_keys(&lo, hi.as_deref(), step);
+                        bytes += keys.len() as u64 * SAMPLE_BYTES;
+                        for key in keys {
+                            take(&key);
                         }
                     }
-                    for s in &st.stores {
-                        bytes += s.trailer().file_size;
-                        for i in 0..s.num_blocks() {
-                            if let Ok(k) = KeyRef::from_trusted(s.index_key(i)) {
-                                let row = k.row();
-                                if after_start(&row) && !interval.is_past_end(&row) {
-                                    rows.push(row.into_owned());
-                                }
-                            }
+                    for cs in &st.stores {
+                        let n = cs.num_blocks();
+                        if n == 0 {
+                            continue;
+                        }
+                        let per_block = cs.trailer().file_size / n as u64;
+                        let first = cs.find_block(&lo);
+                        let last = hi.as_deref().map_or(n, |h| (cs.find_block(h) + 1).min(n));
+                        for i in first..last {
+                            bytes += per_block;
+                            take(cs.index_key(i));
                         }
                     }
                 }

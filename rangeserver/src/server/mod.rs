@@ -65,7 +65,8 @@ pub struct RangeServerOptions {
     /// queues up to `scan_queue_blocks` blocks, so a scan holds at most this many times as
     /// much. Default: the cores, at most 4.
     pub scan_pieces: usize,
-    /// Cell-store bytes a scan needs per piece before it is split.
+    /// Bytes of data (stores and caches, in the scanned rows) a scan needs per piece before
+    /// it is split.
     pub scan_piece_bytes: u64,
     /// Ordered update streams remembered at once (`streams`).
     pub max_update_streams: usize,
@@ -250,13 +251,18 @@ impl RangeServerService {
         let block_bytes = self.options.scan_block_bytes.max(1);
         // A scan over much data runs in pieces at once, all at one snapshot, sent in order; the
         // later pieces wait when their queues are full.
-        let pieces = self.engine.scan_pieces(
+        let (table_id, max, piece_bytes) = (
             req.table_id,
-            &spec,
             self.options.scan_pieces,
             self.options.scan_piece_bytes,
         );
-        let snapshot = Some(self.engine.pin_snapshot());
+        let (pieces, snapshot) = self
+            .blocking(move |e| {
+                let pieces = e.scan_pieces(table_id, &spec, max, piece_bytes);
+                Ok((pieces, Some(e.pin_snapshot())))
+            })
+            .await?
+            .map_err(|e| engine_error(method::SCAN, e))?;
         let receivers: Vec<_> = pieces
             .into_iter()
             .map(|piece| {
