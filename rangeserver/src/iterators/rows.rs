@@ -398,12 +398,13 @@ impl RowLogic for CountCells {
 
 // ---- column value predicates ----
 
-/// Value tests, any of which may match, resolved so that a cell is judged in about constant
-/// time however many tests there are: exact values in a hash set, prefixes in a prefix-free
-/// sorted set (the only member that can prefix a value is the greatest one not above it).
 /// Up to this many exact values are compared one by one rather than hashed.
 const FEW_EXACT: usize = 8;
 
+/// Value tests, any of which may match, resolved so that a cell is judged in about constant
+/// time however many tests there are: exact values in a hash set (a few compared directly),
+/// prefixes in a prefix-free sorted set (the only member that can prefix a value is the
+/// greatest one not above it).
 #[derive(Default)]
 struct ValueTests {
     exists: bool,
