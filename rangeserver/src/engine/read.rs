@@ -6,17 +6,18 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use common::TimeOrder;
-use common::iterators::{IterScope, ScanIterator, ValuePredicates};
+use common::iterators::{IterScope, IteratorSpec, ScanIterator, ValuePredicates};
 use common::key::{self, KeyRef};
 
 use super::{Engine, Inner, RangeEnd, RangeMap, ScanCell, TableInfo};
 use crate::error::{Error, Result};
 use crate::iter::CellIter;
-use crate::iterators::rows::ValuePredicateRows;
+use crate::iterators::rows::{PredicateTests, ValuePredicateRows};
 use crate::iterators::stack::{scan_stack, table_stack};
 use crate::iterators::{Budget, Families, IterEnv, KvIter, Registry, SeekRange};
 use crate::merge::MergeIter;
 use crate::range::{GroupState, Range, source_of};
+use crate::scan::candidates::CandidateRows;
 use crate::scan::spec::{QualifierMatch, RowInterval, ScanSpec};
 use crate::scan::visible::{FamilyRule, Mode, VisibleCells, VisibleOptions};
 use crate::scan::{ScanSource, SpecFilter};
@@ -124,6 +125,7 @@ impl Engine {
             value_predicates: spec.value_predicates.clone(),
             registry,
         };
+        let candidates = plan.candidate_group(&groups, &vopts);
         let cursor = TableCursor {
             ranges,
             only_row,
@@ -131,6 +133,7 @@ impl Engine {
             vopts,
             fill_cache: !spec.no_cache,
             plan,
+            candidates,
             current: None,
             current_idx: 0,
             end: None,
@@ -480,6 +483,9 @@ struct RangeSnapshot {
     bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
     vopts: VisibleOptions,
     fill_cache: bool,
+    /// The group (an index into `groups`) whose raw cells are judged by the scan's value
+    /// predicates before its visibility rules (see `scan::candidates`).
+    candidates: Option<(usize, PredicateTests)>,
 }
 
 struct GroupSnap {
@@ -496,6 +502,7 @@ impl RangeSnapshot {
         vopts: &VisibleOptions,
         fill_cache: bool,
         only_row: Option<&[u8]>,
+        candidates: Option<(usize, PredicateTests)>,
     ) -> Self {
         let groups = groups
             .iter()
@@ -515,6 +522,7 @@ impl RangeSnapshot {
             bounds: r.key_bounds(),
             vopts: vopts.clone(),
             fill_cache,
+            candidates,
         }
     }
 }
@@ -540,8 +548,12 @@ impl RangeSource {
         let children = snap
             .groups
             .iter()
-            .map(|g| {
-                let src = source_of(&g.state, snap.bounds.clone(), snap.fill_cache);
+            .enumerate()
+            .map(|(i, g)| {
+                let mut src = source_of(&g.state, snap.bounds.clone(), snap.fill_cache);
+                if let Some((_, tests)) = snap.candidates.as_ref().filter(|(c, _)| *c == i) {
+                    src = Box::new(CandidateRows::new(src, tests.clone()));
+                }
                 VisibleCells::new(src, snap.vopts.clone())
             })
             .collect();
@@ -600,6 +612,40 @@ struct StackPlan {
 }
 
 impl StackPlan {
+    /// The group (an index into `groups`, the groups read) under whose visibility rules the
+    /// value predicates can judge raw cells (`scan::candidates`): the one group holding every
+    /// tested family, when none of them has a combiner (its raw values are not what the scan
+    /// shows) and no table or scan iterator stands between the visible cells and the predicate
+    /// filter (it could change them).
+    fn candidate_group(
+        &self,
+        groups: &[usize],
+        vopts: &VisibleOptions,
+    ) -> Option<(usize, PredicateTests)> {
+        let preds = self.value_predicates.as_ref()?;
+        let in_scans = |i: &IteratorSpec| i.scopes.contains(&IterScope::Scan);
+        if preds.tests.is_empty()
+            || !self.iterators.is_empty()
+            || self.table.schema.iterators.iter().any(in_scans)
+        {
+            return None;
+        }
+        let tests = PredicateTests::new(preds);
+        let mut group = None;
+        for f in tests.families() {
+            if vopts.families[f as usize].combiner.is_some() {
+                return None;
+            }
+            let g = self.table.group_of[f as usize]?;
+            if group.is_some_and(|h| h != g) {
+                return None;
+            }
+            group = Some(g);
+        }
+        let at = groups.iter().position(|&g| Some(g as u8) == group)?;
+        Some((at, tests))
+    }
+
     /// The scan stack over one range: its visible cells, the table's scan iterators by
     /// priority, the scan's own iterators, then the value predicates.
     fn build(&self, base: Box<dyn KvIter>) -> Result<Box<dyn KvIter>> {
@@ -626,6 +672,8 @@ struct TableCursor {
     vopts: VisibleOptions,
     fill_cache: bool,
     plan: StackPlan,
+    /// See [`RangeSnapshot::candidates`].
+    candidates: Option<(usize, PredicateTests)>,
     current: Option<Box<dyn KvIter>>,
     current_idx: usize,
     /// The end of the current seek (over all ranges).
@@ -655,6 +703,7 @@ impl TableCursor {
             &self.vopts,
             self.fill_cache,
             self.only_row.as_deref(),
+            self.candidates.clone(),
         );
         let base = Box::new(RangeSource::open(Arc::new(snap)));
         self.current = Some(self.plan.build(base)?);

@@ -472,11 +472,54 @@ struct FamilyTests {
     by_qualifier: HashMap<Vec<u8>, ValueTests>,
 }
 
+/// The tests of a scan's value predicates, resolved per family: a cell matches if any test
+/// on its family (and qualifier) does. Cheap to clone.
+#[derive(Clone)]
+pub struct PredicateTests {
+    /// Per family id.
+    by_family: Arc<Vec<Option<FamilyTests>>>,
+}
+
+impl PredicateTests {
+    pub fn new(preds: &ValuePredicates) -> Self {
+        let mut tests: Vec<Option<FamilyTests>> = (0..256).map(|_| None).collect();
+        for t in &preds.tests {
+            let f = tests[t.family as usize].get_or_insert_with(FamilyTests::default);
+            match &t.qualifier {
+                None => f.any_qualifier.add(&t.test),
+                Some(q) => f.by_qualifier.entry(q.clone()).or_default().add(&t.test),
+            }
+        }
+        Self {
+            by_family: Arc::new(tests),
+        }
+    }
+
+    /// The families some test names.
+    pub fn families(&self) -> impl Iterator<Item = u8> + '_ {
+        (0..=255u8).filter(|&f| self.by_family[f as usize].is_some())
+    }
+
+    /// True if the cell passes a test (deletes never do).
+    pub fn matches(&self, k: &KeyRef<'_>, v: &[u8]) -> bool {
+        if k.flag().is_delete() {
+            return false;
+        }
+        let Some(f) = &self.by_family[k.family() as usize] else {
+            return false;
+        };
+        f.any_qualifier.matches(v)
+            || (!f.by_qualifier.is_empty()
+                && f.by_qualifier
+                    .get(&*k.qualifier())
+                    .is_some_and(|t| t.matches(v)))
+    }
+}
+
 /// The filter of HQL's column value predicates (see `common::iterators::ValuePredicates`).
 pub struct ValuePredicateRows {
     preds: ValuePredicates,
-    /// Per family id.
-    tests: Arc<Vec<Option<FamilyTests>>>,
+    tests: PredicateTests,
     /// Buffers for the current row's shown cells; the first `used` hold them.
     cells: Vec<(Vec<u8>, Vec<u8>)>,
     used: usize,
@@ -487,19 +530,11 @@ pub struct ValuePredicateRows {
 impl ValuePredicateRows {
     /// The filter over `src`.
     pub fn build(src: Box<dyn KvIter>, preds: ValuePredicates, budget: Budget) -> Box<dyn KvIter> {
-        let mut tests: Vec<Option<FamilyTests>> = (0..256).map(|_| None).collect();
-        for t in &preds.tests {
-            let f = tests[t.family as usize].get_or_insert_with(FamilyTests::default);
-            match &t.qualifier {
-                None => f.any_qualifier.add(&t.test),
-                Some(q) => f.by_qualifier.entry(q.clone()).or_default().add(&t.test),
-            }
-        }
         Box::new(RowIter::new(
             src,
             Box::new(ValuePredicateRows {
+                tests: PredicateTests::new(&preds),
                 preds,
-                tests: Arc::new(tests),
                 cells: Vec::new(),
                 used: 0,
                 bytes: 0,
@@ -507,20 +542,6 @@ impl ValuePredicateRows {
             }),
             budget,
         ))
-    }
-
-    fn matches(&self, k: &KeyRef<'_>, v: &[u8]) -> bool {
-        if k.flag().is_delete() {
-            return false;
-        }
-        let Some(f) = &self.tests[k.family() as usize] else {
-            return false;
-        };
-        f.any_qualifier.matches(v)
-            || (!f.by_qualifier.is_empty()
-                && f.by_qualifier
-                    .get(&*k.qualifier())
-                    .is_some_and(|t| t.matches(v)))
     }
 
     fn shown(&self, k: &KeyRef<'_>) -> bool {
@@ -554,7 +575,7 @@ impl RowLogic for ValuePredicateRows {
     }
     fn cell(&mut self, key: &[u8], value: &[u8]) -> Result<bool> {
         let k = KeyRef::from_trusted(key)?;
-        if !self.matched && self.matches(&k, value) {
+        if !self.matched && self.tests.matches(&k, value) {
             self.matched = true;
         }
         if self.shown(&k) {

@@ -5,6 +5,7 @@
 pub mod spec {
     pub use common::scan_spec::*;
 }
+pub mod candidates;
 pub mod visible;
 
 use common::key::{self, KeyRef};
