@@ -553,6 +553,8 @@ impl RelOp {
 pub enum Predicate {
     /// `[k relop] ROW relop k`, or a parenthesised OR-list of those.
     Row(Vec<RowInterval>),
+    /// `ROW IN ('k1', 'k2', ...)` or `ROW IN FILE "keys.txt[.gz]"` (ht extension): these rows.
+    RowIn(RowSet),
     /// `ROW REGEXP "re"`.
     RowRegexp(String),
     /// `[r,c relop] CELL relop r,c`, or a parenthesised OR-list of those.
@@ -563,6 +565,16 @@ pub enum Predicate {
     ValueRegexp(String),
     /// Column value predicates ORed together.
     Columns(Vec<ColumnPredicate>),
+}
+
+/// The rows of `ROW IN`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RowSet {
+    /// `('k1', 'k2', ...)`.
+    Keys(Vec<String>),
+    /// `FILE "name"`: one row key per line (gzip when the name ends in `.gz`); read when the
+    /// statement runs.
+    File(String),
 }
 
 /// `[before relop] ROW op key`: `before` is the left operand and its operator, if written.

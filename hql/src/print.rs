@@ -7,8 +7,8 @@ use crate::ast::{
     AccessGroupDef, AccessGroupOptions, AlterAction, CellInterval, CellKey, CellValue,
     ColumnOptions, ColumnPredicate, ColumnRef, ColumnSelector, Columns, CompactTarget,
     CreateTableBody, DataSource, Definition, DeleteColumns, DeleteTime, IteratorDef, Justify,
-    KindCall, LoadTarget, Predicate, RelOp, RowInterval, RowKeyColumn, Statement, TableOptions,
-    TimeOrder, Timestamp, TimestampPredicate,
+    KindCall, LoadTarget, Predicate, RelOp, RowInterval, RowKeyColumn, RowSet, Statement,
+    TableOptions, TimeOrder, Timestamp, TimestampPredicate,
 };
 use crate::parser::is_qualifier_char;
 use crate::parser::token::{is_keyword, is_name_char};
@@ -423,6 +423,17 @@ impl Display for Predicate {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
         match self {
             Self::Row(l) => or_list(f, l),
+            Self::RowIn(RowSet::Keys(keys)) => {
+                f.write_str("ROW IN (")?;
+                for (n, k) in keys.iter().enumerate() {
+                    if n > 0 {
+                        f.write_str(", ")?;
+                    }
+                    Quoted(k).fmt(f)?;
+                }
+                f.write_char(')')
+            }
+            Self::RowIn(RowSet::File(name)) => write!(f, "ROW IN FILE {}", Quoted(name)),
             Self::RowRegexp(re) => write!(f, "ROW REGEXP {}", Quoted(re)),
             Self::Cell(l) => or_list(f, l),
             Self::Timestamp(t) => t.fmt(f),

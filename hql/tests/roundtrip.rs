@@ -303,6 +303,8 @@ fn predicate() -> impl Strategy<Value = Predicate> {
         )
         .prop_map(Predicate::Row),
         text().prop_map(Predicate::RowRegexp),
+        vec(text(), 1..4).prop_map(|k| Predicate::RowIn(RowSet::Keys(k))),
+        text().prop_map(|f| Predicate::RowIn(RowSet::File(f))),
         vec(
             (option::of((cell_key(), relop())), relop(), cell_key())
                 .prop_map(|(before, op, cell)| CellInterval { before, op, cell }),

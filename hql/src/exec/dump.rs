@@ -13,7 +13,13 @@ use crate::ast::DumpTable;
 pub(super) fn dump_table(ex: &mut Executor, d: &DumpTable, out: &mut dyn Write) -> Result<u64> {
     let path = ex.resolve(&d.table);
     let schema = ex.client.table_schema(&path)?;
-    let q = build_query(&schema, &path, &d.columns, &d.predicates)?;
+    let q = build_query(
+        &schema,
+        &path,
+        &d.columns,
+        &d.predicates,
+        &ex.key_set_limits,
+    )?;
     if q.has_value_predicates {
         return Err(ExecError::invalid(
             "DUMP TABLE does not take column value predicates",

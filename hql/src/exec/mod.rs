@@ -6,6 +6,7 @@
 //! [`dump`]. Shell commands (help, source, pause, ...) are the shell's business, not this one's.
 
 mod dump;
+mod keyset;
 mod output;
 mod schema;
 mod select;
@@ -17,6 +18,8 @@ use std::sync::Arc;
 use client::{Client, ClientError, CompactionKind};
 
 use crate::ast::{CompactTarget, CompactionType, Statement};
+pub use keyset::KeySetLimits;
+
 use crate::load::{LoadContext, LoadLimits, load_data_with};
 
 /// Why a statement failed. Messages are one line and name the table, family or namespace.
@@ -76,6 +79,7 @@ pub struct Executor {
     /// ht's `--skip-bad-lines`: LOAD DATA INFILE counts, reports and skips bad lines.
     skip_bad_lines: bool,
     load_limits: LoadLimits,
+    key_set_limits: KeySetLimits,
 }
 
 impl Executor {
@@ -89,6 +93,7 @@ impl Executor {
             progress: false,
             skip_bad_lines: false,
             load_limits: LoadLimits::default(),
+            key_set_limits: KeySetLimits::default(),
         }
     }
 
@@ -110,6 +115,11 @@ impl Executor {
     /// Bounds LOAD DATA INFILE's input (its longest line).
     pub fn set_load_limits(&mut self, limits: LoadLimits) {
         self.load_limits = limits;
+    }
+
+    /// Bounds the key sets of `ROW IN` (the keys of one statement are held in memory).
+    pub fn set_key_set_limits(&mut self, limits: KeySetLimits) {
+        self.key_set_limits = limits;
     }
 
     /// Lets LOAD DATA INFILE "-" read standard input, and show a progress bar.

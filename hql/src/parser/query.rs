@@ -6,7 +6,8 @@ use super::kind::{scan_iterators, with_iterator};
 use super::token::{PErr, PResult, fail, failure, kw, list1, name, number, opt_eq, p, string, ws};
 use crate::ast::{
     CellInterval, CellKey, ColumnPredicate, ColumnRef, ColumnSelector, Columns, DumpTable,
-    Predicate, RelOp, RowInterval, Select, SelectOptions, Statement, Timestamp, TimestampPredicate,
+    Predicate, RelOp, RowInterval, RowSet, Select, SelectOptions, Statement, Timestamp,
+    TimestampPredicate,
 };
 
 /// Whether `c` may appear in an unquoted qualifier (`tag:good`, `cf:a.b-c`).
@@ -164,6 +165,27 @@ fn row_interval(i: &str) -> PResult<'_, RowInterval> {
     Ok((i, RowInterval { before, op, key }))
 }
 
+/// `('k1', 'k2', ...)` or `FILE "name"`, after `ROW IN`.
+fn row_set(i: &str) -> PResult<'_, RowSet> {
+    if let Ok((i, ())) = kw("FILE")(i) {
+        let (i, name) = string(i)?;
+        return Ok((i, RowSet::File(name)));
+    }
+    let (mut i, ()) = p("(")(i)?;
+    let mut keys = Vec::new();
+    loop {
+        let (rest, k) = string(i)?;
+        keys.push(k);
+        match p(",")(rest) {
+            Ok((rest, ())) => i = rest,
+            Err(_) => {
+                let (rest, ()) = p(")")(rest)?;
+                return Ok((rest, RowSet::Keys(keys)));
+            }
+        }
+    }
+}
+
 fn cell_key(i: &str) -> PResult<'_, CellKey> {
     let (i, row) = string(i)?;
     let (i, ()) = p(",")(i)?;
@@ -243,6 +265,11 @@ fn predicate(i: &str) -> PResult<'_, Predicate> {
             let (i, ()) = kw("REGEXP")(i)?;
             let (i, re) = string(i)?;
             Ok((i, Predicate::RowRegexp(re)))
+        },
+        |i| {
+            let (i, ()) = kw("ROW")(i)?;
+            let (i, ()) = kw("IN")(i)?;
+            row_set(i).map(|(i, set)| (i, Predicate::RowIn(set)))
         },
         |i| {
             let (i, ()) = kw("VALUE")(i)?;

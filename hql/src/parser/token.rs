@@ -383,6 +383,7 @@ pub const KEYWORDS: &[&str] = &[
     "IF",
     "IGNORE_UNKNOWN_CFS",
     "IGNORE_UNKNOWN_COLUMNS",
+    "IN",
     "INDEX",
     "INFILE",
     "INSERT",

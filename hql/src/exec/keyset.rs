@@ -1,0 +1,196 @@
+//! `ROW IN (...)` and `ROW IN FILE "keys.txt[.gz]"`: the rows of a key set, sorted and without
+//! repeats, read within [`KeySetLimits`].
+//!
+//! A key file holds one row key per line, exactly as written (no quoting, no escapes; a `\r`
+//! before the `\n` is dropped, so files from Windows work). An empty line is an error, as is a
+//! key longer than a row may be: the error names the file and the line.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read};
+
+use common::mutation::MAX_ROW_OR_QUALIFIER_BYTES;
+
+use super::{ExecError, Result};
+use crate::ast::{FileScheme, RowSet};
+
+/// Bounds on one statement's key set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeySetLimits {
+    /// Most distinct keys.
+    pub max_keys: usize,
+    /// Most bytes of keys (each key counted once).
+    pub max_bytes: usize,
+}
+
+impl Default for KeySetLimits {
+    fn default() -> Self {
+        Self {
+            max_keys: 10_000_000,
+            max_bytes: 1 << 30,
+        }
+    }
+}
+
+/// The set's rows in ascending order, each once.
+pub(super) fn rows(set: &RowSet, limits: &KeySetLimits) -> Result<Vec<Vec<u8>>> {
+    let mut keys = Keys {
+        set: BTreeSet::new(),
+        bytes: 0,
+        limits,
+    };
+    match set {
+        RowSet::Keys(list) => {
+            for (n, k) in list.iter().enumerate() {
+                keys.add(k.as_bytes().to_vec(), || format!("ROW IN: key {}", n + 1))?;
+            }
+        }
+        RowSet::File(name) => read_file(name, &mut keys)?,
+    }
+    Ok(keys.set.into_iter().collect())
+}
+
+struct Keys<'a> {
+    set: BTreeSet<Vec<u8>>,
+    bytes: usize,
+    limits: &'a KeySetLimits,
+}
+
+impl Keys<'_> {
+    fn add(&mut self, key: Vec<u8>, at: impl Fn() -> String) -> Result<()> {
+        if key.is_empty() {
+            return Err(ExecError::invalid(format!("{}: an empty row key", at())));
+        }
+        if key.len() > MAX_ROW_OR_QUALIFIER_BYTES {
+            return Err(ExecError::invalid(format!(
+                "{}: a row key of {} bytes (rows are at most {MAX_ROW_OR_QUALIFIER_BYTES})",
+                at(),
+                key.len()
+            )));
+        }
+        let len = key.len();
+        if self.set.insert(key) {
+            self.bytes += len;
+            if self.set.len() > self.limits.max_keys || self.bytes > self.limits.max_bytes {
+                return Err(ExecError::invalid(format!(
+                    "{}: the key set holds more than {} keys or {} bytes",
+                    at(),
+                    self.limits.max_keys,
+                    self.limits.max_bytes
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn read_file(name: &str, keys: &mut Keys<'_>) -> Result<()> {
+    let path = match FileScheme::split(name) {
+        (FileScheme::Local, p) => p,
+        (FileScheme::Fs, _) => {
+            return Err(ExecError::invalid(format!(
+                "ROW IN FILE '{name}': fs:// key files are not supported; use a local file"
+            )));
+        }
+    };
+    let f = std::fs::File::open(path)
+        .map_err(|e| ExecError::invalid(format!("ROW IN FILE: cannot open '{name}': {e}")))?;
+    let raw: Box<dyn Read> = if path.ends_with(".gz") {
+        Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(f)))
+    } else {
+        Box::new(f)
+    };
+    let mut src = BufReader::with_capacity(1 << 16, raw);
+    let mut line = Vec::new();
+    let mut n = 0u64;
+    loop {
+        n += 1;
+        line.clear();
+        // At most one byte past the longest key (and its line end) is read into `line`.
+        let max = (MAX_ROW_OR_QUALIFIER_BYTES + 3) as u64;
+        let got = (&mut src)
+            .take(max)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| ExecError::invalid(format!("ROW IN FILE {name}: line {n}: {e}")))?;
+        if got == 0 {
+            return Ok(());
+        }
+        let ended = line.last() == Some(&b'\n');
+        if ended {
+            line.pop();
+            if line.last() == Some(&b'\r') {
+                line.pop();
+            }
+        }
+        let at = || format!("ROW IN FILE {name}: line {n}");
+        if !ended && line.len() > MAX_ROW_OR_QUALIFIER_BYTES {
+            return Err(ExecError::invalid(format!(
+                "{}: a row key longer than {MAX_ROW_OR_QUALIFIER_BYTES} bytes",
+                at()
+            )));
+        }
+        keys.add(line.clone(), at)?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn file(name: &str, bytes: &[u8]) -> (tempfile::TempDir, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let p = path.to_str().unwrap().to_string();
+        (dir, p)
+    }
+
+    #[test]
+    fn keys_come_sorted_and_once_from_literals_plain_and_gzip_files() {
+        let l = KeySetLimits::default();
+        let lit = RowSet::Keys(vec!["b".into(), "a".into(), "b".into()]);
+        assert_eq!(rows(&lit, &l).unwrap(), [b"a".to_vec(), b"b".to_vec()]);
+        let (_d, p) = file("k.txt", b"k2\r\nk1\nk2\nk 3");
+        let want = [b"k 3".to_vec(), b"k1".to_vec(), b"k2".to_vec()];
+        assert_eq!(rows(&RowSet::File(p), &l).unwrap(), want);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(b"k2\nk1\nk 3\n").unwrap();
+        let (_d2, p) = file("k.txt.gz", &gz.finish().unwrap());
+        assert_eq!(rows(&RowSet::File(p), &l).unwrap(), want);
+    }
+
+    #[test]
+    fn bad_key_files_name_the_file_and_line() {
+        let l = KeySetLimits::default();
+        let (_d, p) = file("k.txt", b"a\n\nb\n");
+        let e = rows(&RowSet::File(p.clone()), &l).unwrap_err().to_string();
+        assert!(
+            e.contains(&p) && e.contains("line 2") && e.contains("empty"),
+            "{e}"
+        );
+        let mut long = vec![b'x'; MAX_ROW_OR_QUALIFIER_BYTES + 1];
+        long.insert(0, b'\n');
+        long.insert(0, b'a');
+        let (_d, p) = file("long.txt", &long);
+        let e = rows(&RowSet::File(p), &l).unwrap_err().to_string();
+        assert!(e.contains("line 2") && e.contains("longer"), "{e}");
+        let small = KeySetLimits {
+            max_keys: 2,
+            max_bytes: 100,
+        };
+        let (_d, p) = file("many.txt", b"a\nb\na\nc\n");
+        let e = rows(&RowSet::File(p), &small).unwrap_err().to_string();
+        assert!(
+            e.contains("line 4") && e.contains("more than 2 keys"),
+            "{e}"
+        );
+        let (_d, p) = file("bad.gz", b"not gzip at all");
+        let e = rows(&RowSet::File(p.clone()), &l).unwrap_err().to_string();
+        assert!(e.contains(&p) && e.contains("line 1"), "{e}");
+        let e = rows(&RowSet::File("/nonexistent/k.txt".into()), &l)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot open"), "{e}");
+    }
+}
