@@ -47,8 +47,12 @@ impl<I: CellIter> CandidateRows<I> {
     fn settle(&mut self) -> Result<()> {
         while self.src.valid() {
             let key = self.src.key();
-            if !self.pass_row.is_empty() && key.starts_with(&self.pass_row) {
-                return Ok(());
+            if !self.pass_row.is_empty() {
+                if key.starts_with(&self.pass_row) {
+                    return Ok(());
+                }
+                // Past it (rows only grow until the next seek).
+                self.pass_row.clear();
             }
             let k = KeyRef::from_trusted(key).map_err(|e| self.damaged(e.to_string()))?;
             let row = k.row_prefix();
