@@ -1,13 +1,14 @@
-//! Scans with value predicates and scan iterators over a table whose ranges sit on two range
-//! servers: the predicates travel in the scan request, run in the servers, and the cluster
+//! Scans with value predicates, scan iterators and key sets over a table whose ranges sit on two
+//! range servers: the predicates travel in the scan request, run in the servers, and the cluster
 //! client's limits and offsets count what they let through, so every scan returns exactly what
 //! the embedded database returns for the same cells (and what the predicates' rule says).
 
 mod support;
 
+use client::cluster::ClusterClient;
 use client::{Client, Mutation, ScanSpec};
 use common::iterators::{ScanIterator, ValuePredicate, ValuePredicates, ValueTest};
-use common::scan_spec::{ColumnSelector, QualifierMatch};
+use common::scan_spec::{ColumnSelector, QualifierMatch, RowInterval};
 use embedded::{EmbeddedClient, EmbeddedOptions};
 use rangeserver::iterators::Registry;
 use rangeserver::server::RangeServerOptions;
@@ -137,8 +138,17 @@ fn test(family: u8, qualifier: Option<&str>, test: ValueTest) -> ValuePredicate 
     }
 }
 
-#[test]
-fn value_predicates_and_limits_on_two_servers_match_the_embedded_database() {
+/// The table `/s` in four ranges over two range servers, the same cells in an embedded
+/// database, and all of them as the embedded database scans them.
+struct TwoServers {
+    cluster: TestCluster,
+    client: ClusterClient,
+    _dir: tempfile::TempDir,
+    embedded: EmbeddedClient,
+    all: Vec<C>,
+}
+
+fn two_servers() -> TwoServers {
     let mut cluster = TestCluster::start(Registry::builtins());
     let client = cluster.client();
     cluster.add_server(Registry::builtins(), &client);
@@ -173,6 +183,86 @@ fn value_predicates_and_limits_on_two_servers_match_the_embedded_database() {
         scan(&client, "/s", &ScanSpec::default()).expect("scan"),
         all
     );
+    TwoServers {
+        cluster,
+        client,
+        _dir: dir,
+        embedded,
+        all,
+    }
+}
+
+/// A key set (rows present and absent, over four ranges on two servers) goes to the servers a
+/// batch of intervals per request, not a request per key, and returns what the embedded
+/// database returns; an overlapping or limited set goes interval by interval, as before.
+#[test]
+fn a_key_set_goes_to_the_servers_in_batches_and_matches_the_embedded_database() {
+    let TwoServers {
+        cluster,
+        client,
+        embedded,
+        all,
+        ..
+    } = two_servers();
+    // Every 3rd row of 0..400: half of them past the table's 200 rows.
+    let keys: Vec<String> = (0..2 * ROWS)
+        .step_by(3)
+        .map(|i| format!("row{i:04}"))
+        .collect();
+    let spec = ScanSpec {
+        row_intervals: keys
+            .iter()
+            .map(|k| RowInterval::row(k.as_bytes()))
+            .collect(),
+        ..ScanSpec::default()
+    };
+    let want: Vec<C> = all
+        .iter()
+        .filter(|c| keys.contains(&c.0))
+        .cloned()
+        .collect();
+    assert!(want.len() > 60, "{}", want.len());
+    assert_eq!(scan(&embedded, "/s", &spec).expect("embedded scan"), want);
+    let before = client.scan_requests();
+    assert_eq!(scan(&client, "/s", &spec).expect("cluster scan"), want);
+    let requests = client.scan_requests() - before;
+    // 134 keys over 4 ranges: a request per run of ranges on one server (and one for the keys
+    // past the last range start), not 134.
+    assert!(
+        requests <= 5,
+        "{requests} scan requests for {} keys",
+        keys.len()
+    );
+    // With at most 10 intervals a request: one per batch.
+    let small = cluster.client_with(|o| o.scan_intervals_per_request = 10);
+    let before = small.scan_requests();
+    assert_eq!(scan(&small, "/s", &spec).expect("cluster scan"), want);
+    let requests = small.scan_requests() - before;
+    assert!(
+        (14..=18).contains(&requests),
+        "{requests} scan requests for {} keys in batches of 10",
+        keys.len()
+    );
+    // A limit counts per interval: those still go one by one, and agree too.
+    let limited = ScanSpec {
+        cell_limit: 1,
+        ..spec.clone()
+    };
+    let before = client.scan_requests();
+    let got = scan(&client, "/s", &limited).expect("cluster scan");
+    assert_eq!(got, scan(&embedded, "/s", &limited).expect("embedded scan"));
+    assert!(client.scan_requests() - before >= keys.len() as u64);
+}
+
+#[test]
+fn value_predicates_and_limits_on_two_servers_match_the_embedded_database() {
+    let TwoServers {
+        cluster: _cluster,
+        client,
+        embedded,
+        all,
+        ..
+    } = two_servers();
 
     let re = |p: &str| ValueTest::Regex(regex::bytes::Regex::new(p).expect("regex"));
     let mut specs = vec![
@@ -295,7 +385,8 @@ fn stalled_scan(c: &dyn Client, table: &str, spec: &ScanSpec, before: usize) -> 
 
 /// A scan whose reader stalls past the servers' idle limit has its stream reset; the cluster
 /// client resumes it at the row it got to, and with value predicates, offsets and limits it
-/// still returns exactly what the embedded database returns.
+/// still returns exactly what the embedded database returns; so does a key set, whose batch of
+/// intervals resumes in the interval it got to.
 #[test]
 fn a_filtered_limited_scan_that_breaks_off_and_resumes_matches_the_embedded_database() {
     const BIG_ROWS: usize = 4000;
@@ -386,6 +477,39 @@ fn a_filtered_limited_scan_that_breaks_off_and_resumes_matches_the_embedded_data
             &got,
             &want_limited,
             &format!("a limited scan stalled after {before} cells"),
+        );
+    }
+
+    // A key set, stalled: its batch of intervals breaks off and resumes in the interval and
+    // at the row it got to.
+    let keys = ScanSpec {
+        row_intervals: (0..BIG_ROWS)
+            .step_by(2)
+            .map(|i| RowInterval::row(format!("row{i:05}").into_bytes()))
+            .collect(),
+        ..ScanSpec::default()
+    };
+    let want_keys = scan(&embedded, "/big", &keys).expect("embedded scan");
+    assert_eq!(want_keys.len(), BIG_ROWS);
+    let at = client.scan_requests();
+    same(
+        &scan(&client, "/big", &keys).expect("scan"),
+        &want_keys,
+        "a key set",
+    );
+    let plain = client.scan_requests() - at;
+    assert!(plain <= 5, "{plain} requests for a key set");
+    for before in [50, 700] {
+        let at = client.scan_requests();
+        same(
+            &stalled_scan(&client, "/big", &keys, before),
+            &want_keys,
+            &format!("a key set stalled after {before} cells"),
+        );
+        let n = client.scan_requests() - at;
+        assert!(
+            n > plain,
+            "{n} requests, {plain} unstalled: it was not resumed"
         );
     }
 

@@ -22,6 +22,7 @@ mod scanner;
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use ::proto::rs::client::RangeServerClient;
@@ -58,6 +59,8 @@ pub(crate) struct Inner {
     /// Every random draw of the client (update stream ids, backoff jitter), seeded from
     /// [`ClusterOptions::seed`].
     rng: Mutex<StdRng>,
+    /// Scan requests sent to range servers (see [`ClusterClient::scan_requests`]).
+    scan_requests: AtomicU64,
 }
 
 /// A database on a cluster of processes.
@@ -73,6 +76,12 @@ impl std::fmt::Debug for ClusterClient {
 }
 
 impl ClusterClient {
+    /// Scan requests this client has sent to range servers (one per interval and run of
+    /// ranges on a server, or per batch of a key set's intervals; retries included).
+    pub fn scan_requests(&self) -> u64 {
+        self.inner.scan_requests.load(Ordering::Relaxed)
+    }
+
     /// Connects to the cluster whose Hyperspace replicas are `opts.hyperspace`, presenting
     /// `credentials` (the `client` certificate).
     pub fn connect(credentials: ClusterCredentials, opts: ClusterOptions) -> Result<Self> {
@@ -104,6 +113,7 @@ impl ClusterClient {
                 locations: Mutex::new(HashMap::new()),
                 master: tokio::sync::Mutex::new(None),
                 rng: Mutex::new(StdRng::seed_from_u64(seed)),
+                scan_requests: AtomicU64::new(0),
             }),
             rt,
         })

@@ -24,6 +24,10 @@ pub struct ClusterOptions {
     /// Blocks of cells (each at most one range-server message, `scan_block_bytes`) a scanner
     /// holds between the network and its reader, besides the one it reads from.
     pub scan_queue_blocks: usize,
+    /// Most row intervals of a key set sent to a range server in one scan request, and most
+    /// bytes of their rows.
+    pub scan_intervals_per_request: usize,
+    pub scan_interval_bytes_per_request: usize,
     /// How long a call keeps retrying while ranges move or are recovered.
     pub retry_for: Duration,
     pub hyperspace_options: HsOptions,
@@ -44,6 +48,8 @@ impl ClusterOptions {
             mutator_in_flight: 3,
             batch_bytes: 4 << 20,
             scan_queue_blocks: 4,
+            scan_intervals_per_request: 4096,
+            scan_interval_bytes_per_request: 4 << 20,
             retry_for: Duration::from_secs(90),
             hyperspace_options: HsOptions::default(),
             range_server: RangeServerClientOptions {

@@ -3,6 +3,7 @@
 
 use std::ops::Bound;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use ::proto::rs::client::RsError;
 use ::proto::rs::messages::PackedCells;
@@ -186,8 +187,86 @@ impl Interval {
     }
 }
 
+/// How one part of a scan (one `rs.scan` to one server) ended.
+enum PartEnd {
+    /// The server sent all of it.
+    Complete,
+    /// The limits were reached: the scan is over.
+    Stop,
+    /// The reader went away.
+    Gone,
+    /// The server failed after `taken` cells: retry (the limiter knows where the part got to).
+    Retry { taken: u64, why: String },
+}
+
+/// Sends `part_spec` to `location` and streams what comes back through `limiter` into `tx`.
+async fn run_part(
+    inner: &Inner,
+    table_id: u32,
+    location: &str,
+    part_spec: &ScanSpec,
+    limiter: &mut Limiter,
+    tx: &mpsc::Sender<Result<PackedCells>>,
+) -> Result<PartEnd> {
+    inner.scan_requests.fetch_add(1, Ordering::Relaxed);
+    let stream = match inner.server(location).await {
+        Ok(s) => s.scan(table_id, part_spec).await,
+        Err(e) => Err(unreachable_server(e)),
+    };
+    let mut taken = 0u64;
+    let failure = match stream {
+        Ok(mut s) => loop {
+            match s.next_block().await {
+                Ok(Some(block)) => {
+                    taken += u64::from(block.remaining());
+                    let (runs, end) = match limiter.judge_block(block) {
+                        Ok(judged) => judged,
+                        Err(e) => break Some(RsError::BadReply(e)),
+                    };
+                    for run in runs {
+                        if tx.send(Ok(run)).await.is_err() {
+                            return Ok(PartEnd::Gone);
+                        }
+                    }
+                    if end {
+                        return Ok(PartEnd::Stop);
+                    }
+                }
+                Ok(None) => break None,
+                Err(e) => break Some(e),
+            }
+        },
+        Err(e) => Some(e),
+    };
+    let Some(e) = failure else {
+        return Ok(PartEnd::Complete);
+    };
+    if let RsError::BadReply(why) = &e {
+        return Err(ClientError::storage(
+            ErrorKind::Corruption,
+            format!(
+                "scan of table {table_id}: range server {location} sent a malformed block after {taken} cells: {why}"
+            ),
+        ));
+    }
+    match inner.rs_failure(location, table_id, e) {
+        Attempt::Fatal(e) => Err(e),
+        Attempt::Retry(why) => Ok(PartEnd::Retry { taken, why }),
+    }
+}
+
+/// True if the row spans come in order and none overlaps the next: then several of them can
+/// go to a server in one request and come back in the order they would one by one.
+fn disjoint_in_order(spans: &[RowRange]) -> bool {
+    spans.windows(2).all(|w| match (&w[0].end, &w[1].start) {
+        (Some(e), Some(s)) => e <= s,
+        _ => false,
+    })
+}
+
 /// Streams a table scan into `tx`, block by block: interval by interval and server by server,
-/// with the limits applied here.
+/// with the limits applied here. Row intervals without limits that do not overlap (key sets)
+/// go to each server many to a request instead ([`scan_batched`]).
 pub(super) async fn scan_table(
     inner: &Inner,
     table_id: u32,
@@ -205,37 +284,26 @@ pub(super) async fn scan_table(
         intervals.push(Interval::Rows(RowInterval::all()));
     }
     intervals.sort_by_key(|i| i.start_key());
-    for interval in intervals {
-        let span = interval_rows(&interval);
+    let spans: Vec<RowRange> = intervals.iter().map(interval_rows).collect();
+    let unlimited = spec.row_limit == 0
+        && spec.row_offset == 0
+        && spec.cell_limit == 0
+        && spec.cell_offset == 0;
+    if unlimited
+        && intervals.len() > 1
+        && spec.cell_intervals.is_empty()
+        && disjoint_in_order(&spans)
+    {
+        return scan_batched(inner, table_id, &spec, &intervals, &spans, tx).await;
+    }
+    for (interval, span) in intervals.iter().zip(&spans) {
         let mut limiter = Limiter::new(&spec);
         // Bounds the retries of one part of the scan (reset when a part completes).
         let mut backoff = inner.backoff();
         // Where the next part of this interval starts (rows below it are done).
         let mut from: Option<Vec<u8>> = span.start.clone();
         loop {
-            let part = inner
-                .retrying("scan", || async {
-                    let ranges = inner.ranges(table_id).await?;
-                    // The run of consecutive ranges on one server starting at `from`.
-                    let first = locate(&ranges, from.as_deref().unwrap_or(b""));
-                    let mut end = first.end_row.clone();
-                    for r in ranges.iter().skip_while(|r| *r != first).skip(1) {
-                        if r.location != first.location
-                            || !row_range::overlaps(
-                                &span.start,
-                                &span.end,
-                                &r.start_row,
-                                &r.end_row,
-                            )
-                        {
-                            break;
-                        }
-                        end = r.end_row.clone();
-                    }
-                    Ok((first.location.clone(), end))
-                })
-                .await?;
-            let (location, run_end) = part;
+            let (location, run_end) = server_run(inner, table_id, &from, Some(span)).await?;
             let clamped = interval.clamp(&from, &run_end);
             let mut part_spec = spec.clone();
             part_spec.row_intervals.clear();
@@ -248,78 +316,27 @@ pub(super) async fn scan_table(
             part_spec.row_offset = 0;
             part_spec.cell_limit = 0;
             part_spec.cell_offset = 0;
-            let mut stream = match inner.server(&location).await {
-                Ok(s) => s.scan(table_id, &part_spec).await.map_err(|e| (0, e)),
-                Err(e) => Err((0, unreachable_server(e))),
-            };
-            let mut taken = 0u64;
             let judged_before = limiter.judged;
-            let mut stop = false;
-            let mut failure = None;
-            if let Ok(s) = &mut stream {
-                loop {
-                    match s.next_block().await {
-                        Ok(Some(block)) => {
-                            taken += u64::from(block.remaining());
-                            let (runs, end) = match limiter.judge_block(block) {
-                                Ok(judged) => judged,
-                                Err(e) => {
-                                    failure = Some(RsError::BadReply(e));
-                                    break;
-                                }
-                            };
-                            for run in runs {
-                                if tx.send(Ok(run)).await.is_err() {
-                                    // The reader went away.
-                                    return Ok(());
-                                }
-                            }
-                            if end {
-                                stop = true;
-                                break;
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            failure = Some(e);
-                            break;
+            match run_part(inner, table_id, &location, &part_spec, &mut limiter, tx).await? {
+                PartEnd::Gone => return Ok(()),
+                PartEnd::Stop => break,
+                PartEnd::Retry { taken, why } => {
+                    if taken > 0 {
+                        // The part broke off after some cells: it resumes at the row of the
+                        // last cell judged, passing over what was judged before.
+                        if let Some(row) = limiter.resume() {
+                            from = Some(row);
                         }
                     }
-                }
-            } else if let Err((_, e)) = stream {
-                failure = Some(e);
-            }
-            if let Some(e) = failure {
-                if let RsError::BadReply(why) = &e {
-                    return Err(ClientError::storage(
-                        ErrorKind::Corruption,
-                        format!(
-                            "scan of table {table_id}: range server {location} sent a malformed block after {taken} cells: {why}"
-                        ),
-                    ));
-                }
-                match inner.rs_failure(&location, table_id, e) {
-                    Attempt::Fatal(e) => return Err(e),
-                    Attempt::Retry(why) => {
-                        if taken > 0 {
-                            // The part broke off after some cells: it resumes at the row of the
-                            // last cell judged, passing over what was judged before.
-                            if let Some(row) = limiter.resume() {
-                                from = Some(row);
-                            }
-                        }
-                        if limiter.judged > judged_before {
-                            // It got somewhere: a fresh retry budget.
-                            backoff = inner.backoff();
-                        }
-                        // Locations were dropped; the next attempt finds the new ones.
-                        backoff.wait("scan", why).await?;
-                        continue;
+                    if limiter.judged > judged_before {
+                        // It got somewhere: a fresh retry budget.
+                        backoff = inner.backoff();
                     }
+                    // Locations were dropped; the next attempt finds the new ones.
+                    backoff.wait("scan", why).await?;
+                    continue;
                 }
-            }
-            if stop {
-                break;
+                PartEnd::Complete => {}
             }
             backoff = inner.backoff();
             let past_span = match (&run_end, &span.end) {
@@ -330,6 +347,129 @@ pub(super) async fn scan_table(
             if past_span {
                 break;
             }
+            from = run_end;
+        }
+    }
+    Ok(())
+}
+
+/// The server holding the row `from` and the end of the run of consecutive ranges it holds from
+/// there (`None`: the table's end), the run stopping before ranges outside `span` if given.
+async fn server_run(
+    inner: &Inner,
+    table_id: u32,
+    from: &Option<Vec<u8>>,
+    span: Option<&RowRange>,
+) -> Result<(String, Option<Vec<u8>>)> {
+    inner
+        .retrying("scan", || async {
+            let ranges = inner.ranges(table_id).await?;
+            let first = locate(&ranges, from.as_deref().unwrap_or(b""));
+            let mut end = first.end_row.clone();
+            for r in ranges.iter().skip_while(|r| *r != first).skip(1) {
+                if r.location != first.location
+                    || span.is_some_and(|span| {
+                        !row_range::overlaps(&span.start, &span.end, &r.start_row, &r.end_row)
+                    })
+                {
+                    break;
+                }
+                end = r.end_row.clone();
+            }
+            Ok((first.location.clone(), end))
+        })
+        .await
+}
+
+/// A scan of sorted, disjoint row intervals without limits: each request to a server carries
+/// the intervals that lie in its run of ranges (at most `scan_intervals_per_request` of them and
+/// `scan_interval_bytes_per_request` bytes of rows), so a key
+/// set of 250K rows costs a request per run of ranges and batch, not one per key. A part that
+/// breaks off resumes at the row it got to, in the interval holding that row.
+async fn scan_batched(
+    inner: &Inner,
+    table_id: u32,
+    spec: &ScanSpec,
+    intervals: &[Interval],
+    spans: &[RowRange],
+    tx: &mpsc::Sender<Result<PackedCells>>,
+) -> Result<()> {
+    let per_request = inner.opts.scan_intervals_per_request.max(1);
+    let max_bytes = inner.opts.scan_interval_bytes_per_request;
+    let span_bytes =
+        |s: &RowRange| s.start.as_ref().map_or(0, Vec::len) + s.end.as_ref().map_or(0, Vec::len);
+    // Without limits the limiter only remembers where the scan got to.
+    let mut limiter = Limiter::new(spec);
+    let mut backoff = inner.backoff();
+    // The first interval not done, and where in it the next part starts.
+    let mut next = 0;
+    let mut from: Option<Vec<u8>> = spans[0].start.clone();
+    while next < intervals.len() {
+        let (location, run_end) = server_run(inner, table_id, &from, None).await?;
+        let within = |span: &RowRange| match (&run_end, &span.end) {
+            (None, _) => true,
+            (Some(r), Some(e)) => e <= r,
+            (Some(_), None) => false,
+        };
+        // The intervals wholly in the run; the first one may reach past it and is then cut.
+        let mut upto = next + 1;
+        if within(&spans[next]) {
+            let mut bytes = span_bytes(&spans[next]);
+            while upto < intervals.len()
+                && upto - next < per_request
+                && within(&spans[upto])
+                && bytes + span_bytes(&spans[upto]) <= max_bytes
+            {
+                bytes += span_bytes(&spans[upto]);
+                upto += 1;
+            }
+        }
+        let mut part_spec = spec.clone();
+        part_spec.cell_intervals.clear();
+        part_spec.row_intervals = intervals[next..upto]
+            .iter()
+            .enumerate()
+            .map(|(n, i)| {
+                let i = if n == 0 {
+                    i.clamp(&from, &run_end)
+                } else {
+                    i.clone()
+                };
+                match i {
+                    Interval::Rows(r) => r,
+                    Interval::Cells(_) => unreachable!("only row intervals are batched"),
+                }
+            })
+            .collect();
+        let judged_before = limiter.judged;
+        match run_part(inner, table_id, &location, &part_spec, &mut limiter, tx).await? {
+            PartEnd::Gone | PartEnd::Stop => return Ok(()),
+            PartEnd::Retry { taken, why } => {
+                if taken > 0
+                    && let Some(row) = limiter.resume()
+                {
+                    // Intervals below the row are done; the one holding it goes on there.
+                    while next < intervals.len()
+                        && spans[next].end.as_ref().is_some_and(|e| *e <= row)
+                    {
+                        next += 1;
+                    }
+                    from = Some(row);
+                }
+                if limiter.judged > judged_before {
+                    backoff = inner.backoff();
+                }
+                backoff.wait("scan", why).await?;
+                continue;
+            }
+            PartEnd::Complete => {}
+        }
+        backoff = inner.backoff();
+        if within(&spans[next]) {
+            next = upto;
+            from = spans.get(next).and_then(|s| s.start.clone());
+        } else {
+            // The first interval goes on in the next run.
             from = run_end;
         }
     }
