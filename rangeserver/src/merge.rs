@@ -61,8 +61,16 @@ impl<I: CellIter> MergeIter<I> {
 }
 
 impl<I: CellIter> CellIter for MergeIter<I> {
+    /// A forward seek (to a key not below the current one) leaves alone the children that stand
+    /// at or past it, or are exhausted: since a child was last sought, it has stepped only over
+    /// keys the merge returned or skipped as duplicates, all at or below the current key, so a
+    /// seek would leave it where it stands. Other seeks move every child.
     fn seek(&mut self, key: &[u8]) -> Result<()> {
+        let forward = self.current.is_some_and(|c| key >= self.children[c].key());
         for c in &mut self.children {
+            if forward && (!c.valid() || c.key() >= key) {
+                continue;
+            }
             c.seek(key)?;
         }
         self.pick()
@@ -174,6 +182,77 @@ mod tests {
         assert_eq!(drain(&mut m), ["a", "b", "c", "e", "f"]);
         m.seek(b"d").unwrap();
         assert_eq!(drain(&mut m), ["e", "f"]);
+    }
+
+    /// A child that counts its seeks.
+    struct Counting(VecIter, std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl CellIter for Counting {
+        fn seek(&mut self, key: &[u8]) -> Result<()> {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.seek(key)
+        }
+        fn valid(&self) -> bool {
+            self.0.valid()
+        }
+        fn key(&self) -> &[u8] {
+            self.0.key()
+        }
+        fn value(&self) -> &[u8] {
+            self.0.value()
+        }
+        fn next(&mut self) -> Result<()> {
+            self.0.next()
+        }
+    }
+
+    proptest::proptest! {
+        /// Any sequence of seeks (forward and back) and steps over children with shared keys
+        /// gives what a sorted set of all their keys gives.
+        #[test]
+        fn seeks_and_steps_match_a_sorted_set(
+            children in proptest::collection::vec(
+                proptest::collection::btree_set(0u8..40, 0..12), 1..4),
+            ops in proptest::collection::vec((proptest::bool::ANY, 0u8..44), 1..40),
+        ) {
+            let all: std::collections::BTreeSet<u8> = children.iter().flatten().copied().collect();
+            let key = |k: u8| vec![b'k', k];
+            let mut m = MergeIter::new(children.iter().map(|c| {
+                VecIter::new(c.iter().map(|&k| (key(k), key(k))).collect())
+            }).collect());
+            m.seek(b"").unwrap();
+            let mut at = all.iter().next().copied();
+            for (is_seek, k) in ops {
+                if is_seek {
+                    m.seek(&key(k)).unwrap();
+                    at = all.range(k..).next().copied();
+                } else if let Some(a) = at {
+                    m.next().unwrap();
+                    at = all.range(a + 1..).next().copied();
+                }
+                proptest::prop_assert_eq!(m.valid().then(|| m.key().to_vec()), at.map(key));
+            }
+        }
+    }
+
+    #[test]
+    fn a_forward_seek_leaves_children_already_past_it() {
+        let n = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let c = |keys: &[&str]| Counting(v(keys), n.clone());
+        let mut m = MergeIter::new(vec![c(&["a", "b", "x"]), c(&["m", "y"]), c(&[])]);
+        m.seek(b"").unwrap();
+        let seeks = |n: &std::sync::Arc<std::sync::atomic::AtomicUsize>| {
+            n.swap(0, std::sync::atomic::Ordering::Relaxed)
+        };
+        assert_eq!(seeks(&n), 3);
+        // From "a" to "c": only the first child is behind it; the exhausted one stays put.
+        m.seek(b"c").unwrap();
+        assert_eq!(seeks(&n), 1);
+        assert_eq!(drain(&mut m), ["m", "x", "y"]);
+        // Back to "b": every child.
+        m.seek(b"b").unwrap();
+        assert_eq!(seeks(&n), 3);
+        assert_eq!(drain(&mut m), ["b", "m", "x", "y"]);
     }
 
     #[test]
