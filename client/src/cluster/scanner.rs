@@ -16,7 +16,7 @@ use super::Inner;
 use super::errors::unreachable_server;
 use super::limiter::Limiter;
 use super::locations::locate;
-use super::retry::Attempt;
+use super::retry::{Attempt, Backoff};
 use crate::{ClientError, Result, TableScanner};
 
 pub(super) struct ClusterScanner {
@@ -195,8 +195,13 @@ enum PartEnd {
     Stop,
     /// The reader went away.
     Gone,
-    /// The server failed after `taken` cells: retry (the limiter knows where the part got to).
-    Retry { taken: u64, why: String },
+    /// The server failed: retry. `resume` is the row to go on at when cells came before the
+    /// failure (the limiter passes over those judged); `progressed` if any were judged.
+    Retry {
+        resume: Option<Vec<u8>>,
+        progressed: bool,
+        why: String,
+    },
 }
 
 /// Sends `part_spec` to `location` and streams what comes back through `limiter` into `tx`.
@@ -209,6 +214,7 @@ async fn run_part(
     tx: &mpsc::Sender<Result<PackedCells>>,
 ) -> Result<PartEnd> {
     inner.scan_requests.fetch_add(1, Ordering::Relaxed);
+    let judged_before = limiter.judged;
     let stream = match inner.server(location).await {
         Ok(s) => s.scan(table_id, part_spec).await,
         Err(e) => Err(unreachable_server(e)),
@@ -251,8 +257,27 @@ async fn run_part(
     }
     match inner.rs_failure(location, table_id, e) {
         Attempt::Fatal(e) => Err(e),
-        Attempt::Retry(why) => Ok(PartEnd::Retry { taken, why }),
+        Attempt::Retry(why) => Ok(PartEnd::Retry {
+            // A part that broke off after some cells resumes at the row of the last cell judged.
+            resume: if taken > 0 { limiter.resume() } else { None },
+            progressed: limiter.judged > judged_before,
+            why,
+        }),
     }
+}
+
+/// Waits before retrying a part that failed, with a fresh retry budget if it got somewhere
+/// (locations were dropped; the next attempt finds the new ones).
+async fn retry_wait(
+    inner: &Inner,
+    backoff: &mut Backoff,
+    progressed: bool,
+    why: String,
+) -> Result<()> {
+    if progressed {
+        *backoff = inner.backoff();
+    }
+    backoff.wait("scan", why).await
 }
 
 /// True if the row spans come in order and none overlaps the next: then several of them can
@@ -316,24 +341,18 @@ pub(super) async fn scan_table(
             part_spec.row_offset = 0;
             part_spec.cell_limit = 0;
             part_spec.cell_offset = 0;
-            let judged_before = limiter.judged;
             match run_part(inner, table_id, &location, &part_spec, &mut limiter, tx).await? {
                 PartEnd::Gone => return Ok(()),
                 PartEnd::Stop => break,
-                PartEnd::Retry { taken, why } => {
-                    if taken > 0 {
-                        // The part broke off after some cells: it resumes at the row of the
-                        // last cell judged, passing over what was judged before.
-                        if let Some(row) = limiter.resume() {
-                            from = Some(row);
-                        }
+                PartEnd::Retry {
+                    resume,
+                    progressed,
+                    why,
+                } => {
+                    if let Some(row) = resume {
+                        from = Some(row);
                     }
-                    if limiter.judged > judged_before {
-                        // It got somewhere: a fresh retry budget.
-                        backoff = inner.backoff();
-                    }
-                    // Locations were dropped; the next attempt finds the new ones.
-                    backoff.wait("scan", why).await?;
+                    retry_wait(inner, &mut backoff, progressed, why).await?;
                     continue;
                 }
                 PartEnd::Complete => {}
@@ -441,13 +460,14 @@ async fn scan_batched(
                 }
             })
             .collect();
-        let judged_before = limiter.judged;
         match run_part(inner, table_id, &location, &part_spec, &mut limiter, tx).await? {
             PartEnd::Gone | PartEnd::Stop => return Ok(()),
-            PartEnd::Retry { taken, why } => {
-                if taken > 0
-                    && let Some(row) = limiter.resume()
-                {
+            PartEnd::Retry {
+                resume,
+                progressed,
+                why,
+            } => {
+                if let Some(row) = resume {
                     // Intervals below the row are done; the one holding it goes on there.
                     while next < intervals.len()
                         && spans[next].end.as_ref().is_some_and(|e| *e <= row)
@@ -456,10 +476,7 @@ async fn scan_batched(
                     }
                     from = Some(row);
                 }
-                if limiter.judged > judged_before {
-                    backoff = inner.backoff();
-                }
-                backoff.wait("scan", why).await?;
+                retry_wait(inner, &mut backoff, progressed, why).await?;
                 continue;
             }
             PartEnd::Complete => {}
