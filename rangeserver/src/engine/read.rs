@@ -122,6 +122,7 @@ impl Engine {
             },
             table: table.clone(),
             iterators: spec.iterators.clone(),
+            value_tests: spec.value_predicates.as_ref().map(PredicateTests::new),
             value_predicates: spec.value_predicates.clone(),
             registry,
         };
@@ -607,6 +608,8 @@ struct StackPlan {
     table: Arc<TableInfo>,
     iterators: Vec<ScanIterator>,
     value_predicates: Option<ValuePredicates>,
+    /// `value_predicates`' tests, resolved once for every range of the scan.
+    value_tests: Option<PredicateTests>,
     registry: Arc<Registry>,
     env: IterEnv,
 }
@@ -622,7 +625,7 @@ impl StackPlan {
         groups: &[usize],
         vopts: &VisibleOptions,
     ) -> Option<(usize, PredicateTests)> {
-        let preds = self.value_predicates.as_ref()?;
+        let (preds, tests) = (self.value_predicates.as_ref()?, self.value_tests.as_ref()?);
         let in_scans = |i: &IteratorSpec| i.scopes.contains(&IterScope::Scan);
         if preds.tests.is_empty()
             || !self.iterators.is_empty()
@@ -630,7 +633,6 @@ impl StackPlan {
         {
             return None;
         }
-        let tests = PredicateTests::new(preds);
         let mut group = None;
         for f in tests.families() {
             if vopts.families[f as usize].combiner.is_some() {
@@ -643,7 +645,7 @@ impl StackPlan {
             group = Some(g);
         }
         let at = groups.iter().position(|&g| Some(g as u8) == group)?;
-        Some((at, tests))
+        Some((at, tests.clone()))
     }
 
     /// The scan stack over one range: its visible cells, the table's scan iterators by
@@ -656,8 +658,8 @@ impl StackPlan {
             &self.env,
         )?;
         it = scan_stack(it, &self.iterators, &self.registry, &self.env)?;
-        if let Some(p) = &self.value_predicates {
-            it = ValuePredicateRows::build(it, p.clone(), self.env.budget.clone());
+        if let (Some(p), Some(t)) = (&self.value_predicates, &self.value_tests) {
+            it = ValuePredicateRows::build(it, p.clone(), t.clone(), self.env.budget.clone());
         }
         Ok(it)
     }

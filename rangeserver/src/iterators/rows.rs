@@ -529,11 +529,18 @@ pub struct ValuePredicateRows {
 
 impl ValuePredicateRows {
     /// The filter over `src`.
-    pub fn build(src: Box<dyn KvIter>, preds: ValuePredicates, budget: Budget) -> Box<dyn KvIter> {
+    /// The filter over `src`; `tests` are `preds`' tests ([`PredicateTests::new`]), resolved
+    /// once per scan.
+    pub fn build(
+        src: Box<dyn KvIter>,
+        preds: ValuePredicates,
+        tests: PredicateTests,
+        budget: Budget,
+    ) -> Box<dyn KvIter> {
         Box::new(RowIter::new(
             src,
             Box::new(ValuePredicateRows {
-                tests: PredicateTests::new(&preds),
+                tests,
                 preds,
                 cells: Vec::new(),
                 used: 0,

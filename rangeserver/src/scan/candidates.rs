@@ -18,7 +18,6 @@ use common::key::KeyRef;
 use crate::error::{Error, Result};
 use crate::iter::CellIter;
 use crate::iterators::rows::PredicateTests;
-use crate::scan::visible::row_prefix_len;
 
 /// A source that shows only the rows with a cell passing one of `tests`, and rows it was sought
 /// into the middle of (their start was not seen, so they pass unjudged).
@@ -89,14 +88,11 @@ impl<I: CellIter> CellIter for CandidateRows<I> {
         if !self.src.valid() {
             return Ok(());
         }
-        let here = self.src.key();
-        let n = row_prefix_len(here);
-        if n == 0 || n > here.len() {
-            return Err(self.damaged("no row terminator".to_string()));
-        }
-        if key > &here[..n] {
+        let here = KeyRef::from_trusted(self.src.key()).map_err(|e| self.damaged(e.to_string()))?;
+        let row = here.row_prefix();
+        if key > row {
             // Sought into the row: cells before `key` were not seen, so it cannot be judged.
-            self.pass_row.extend_from_slice(&here[..n]);
+            self.pass_row.extend_from_slice(row);
             return Ok(());
         }
         self.settle()
