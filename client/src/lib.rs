@@ -14,6 +14,16 @@ pub use common::{Cell, Mutation, ScanSpec, TableSchema};
 pub use common::CompactionKind;
 pub use proto::error::{ClientError, Result, hs_err, normalize_path, split_path};
 
+/// One range of a table and the server holding it (`TableRange::start_row` `None`: the
+/// table's start; `end_row` `None`: its end).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableRange {
+    pub start_row: Option<Vec<u8>>,
+    pub end_row: Option<Vec<u8>>,
+    /// The range server's location name (`rs<N>`); `local` on the embedded database.
+    pub location: String,
+}
+
 /// One entry of a namespace listing.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ListingEntry {
@@ -59,6 +69,9 @@ pub trait Client: Send + Sync {
     fn status(&self) -> Result<Vec<(String, String)>>;
     /// Spreads ranges evenly over the range servers now (HQL `BALANCE`).
     fn balance(&self) -> Result<()>;
+    /// The table's ranges in row order, with where each is served (as last known: a range
+    /// may move at any time).
+    fn table_ranges(&self, table: &str) -> Result<Vec<TableRange>>;
     /// Flushes what must be flushed and closes the database.
     fn close(&self) -> Result<()>;
 }

@@ -6,6 +6,7 @@ pub mod codec;
 pub mod iterators;
 pub mod key;
 pub mod mutation;
+pub mod row_key;
 pub mod row_range;
 pub mod scan_spec;
 pub mod schema;

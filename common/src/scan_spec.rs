@@ -184,6 +184,44 @@ pub struct ScanSpec {
     pub iterators: Vec<crate::iterators::ScanIterator>,
     /// Column value predicates, run in the range server below the limits.
     pub value_predicates: Option<crate::iterators::ValuePredicates>,
+    /// The row intervals count as one interval for the limits and offsets (the rows of
+    /// key-part predicates, or SCAN_AND_FILTER_ROWS's rows).
+    pub one_interval: bool,
+    /// Step through the rows from the first interval's start to the last one's end, keeping
+    /// the cells of rows in an interval, instead of seeking to each interval
+    /// (SCAN_AND_FILTER_ROWS; needs `one_interval` and row intervals only).
+    pub scan_and_filter: bool,
+    /// Key-part predicates over a composite row key, applied inside every interval.
+    pub row_skip: Option<crate::row_key::RowSkip>,
+}
+
+impl ScanSpec {
+    /// A copy without the row and cell intervals (a key set's can be large).
+    pub fn clone_without_intervals(&self) -> Self {
+        Self {
+            row_intervals: Vec::new(),
+            cell_intervals: Vec::new(),
+            columns: self.columns.clone(),
+            time_start: self.time_start,
+            time_end: self.time_end,
+            row_regex: self.row_regex.clone(),
+            value_regex: self.value_regex.clone(),
+            max_versions: self.max_versions,
+            row_limit: self.row_limit,
+            row_offset: self.row_offset,
+            cell_limit: self.cell_limit,
+            cell_offset: self.cell_offset,
+            cell_limit_per_family: self.cell_limit_per_family,
+            keys_only: self.keys_only,
+            return_deletes: self.return_deletes,
+            no_cache: self.no_cache,
+            iterators: self.iterators.clone(),
+            value_predicates: self.value_predicates.clone(),
+            one_interval: self.one_interval,
+            scan_and_filter: self.scan_and_filter,
+            row_skip: self.row_skip.clone(),
+        }
+    }
 }
 
 impl Default for ScanSpec {
@@ -207,6 +245,9 @@ impl Default for ScanSpec {
             no_cache: false,
             iterators: Vec::new(),
             value_predicates: None,
+            one_interval: false,
+            scan_and_filter: false,
+            row_skip: None,
         }
     }
 }

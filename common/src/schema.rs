@@ -202,6 +202,9 @@ pub struct TableSchema {
     /// Table iterators (HQL `ITERATOR name = kind(...) SCOPES (...) PRIORITY n`).
     #[serde(default)]
     pub iterators: Vec<IteratorSpec>,
+    /// A composite row key (HQL `ROW KEY (...)`, an ht extension); `None` for plain rows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_key: Option<crate::row_key::RowKeySpec>,
 }
 
 /// Why a schema is not valid.
@@ -241,6 +244,10 @@ pub enum SchemaError {
     UnwritableFamilyName(String),
     #[error("a table needs at least one column family")]
     NoFamily,
+    #[error("{0}")]
+    RowKey(#[from] crate::row_key::RowKeyError),
+    #[error("'{0}' names both a ROW KEY part and a column family")]
+    PartIsFamily(String),
 }
 
 /// Whether cells of a family of this name can be written and read back: `family:qualifier`
@@ -268,6 +275,7 @@ impl TableSchema {
             durability: Durability::Flush,
             group_commit_interval_ms: 0,
             iterators: Vec::new(),
+            row_key: None,
         }
     }
 
@@ -331,6 +339,12 @@ impl TableSchema {
             return Err(SchemaError::NoFamily);
         }
         check_iterators(&self.iterators)?;
+        if let Some(k) = &self.row_key {
+            k.validate()?;
+            if let Some(p) = k.parts.iter().find(|p| self.family(&p.name).is_some()) {
+                return Err(SchemaError::PartIsFamily(p.name.clone()));
+            }
+        }
         Ok(())
     }
 

@@ -453,6 +453,19 @@ impl Client for EmbeddedClient {
         ])
     }
 
+    fn table_ranges(&self, table: &str) -> Result<Vec<client::TableRange>> {
+        Ok(self
+            .engine
+            .ranges(self.table_id(table)?)
+            .into_iter()
+            .map(|r| client::TableRange {
+                start_row: r.start_row,
+                end_row: r.end_row,
+                location: "local".into(),
+            })
+            .collect())
+    }
+
     fn balance(&self) -> Result<()> {
         Err(ClientError::InvalidInput(
             "BALANCE is not supported: the embedded database has one range server".into(),

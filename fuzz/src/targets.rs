@@ -748,7 +748,7 @@ pub fn tsv_lines(data: &[u8]) {
             .position(|&b| b == b'\n')
             .map_or(rest.len(), |p| p + 1),
     );
-    let Ok((layout, first_line)) = detect_layout(first, None, &opts, b"\t", &families) else {
+    let Ok((layout, first_line)) = detect_layout(first, None, &opts, b"\t", &families, None) else {
         return;
     };
     let chunk = if first_line == hql::load::format::FirstLine::Header {
@@ -756,7 +756,7 @@ pub fn tsv_lines(data: &[u8]) {
     } else {
         rest
     };
-    let mut parser = LineParser::new(layout, b"\t".to_vec(), &opts, families, 7, 1 << 20);
+    let mut parser = LineParser::new(layout, b"\t".to_vec(), &opts, families, 7, 1 << 20, None);
     let parsed = parser.parse_chunk(chunk, opt & 4 != 0);
     assert!(
         parsed

@@ -45,6 +45,8 @@ pub enum Statement {
     Delete(Delete),
     /// `SELECT …`.
     Select(Select),
+    /// `EXPLAIN SELECT …` (ht extension): how the query would run, without running it.
+    Explain(Select),
     /// `LOAD DATA INFILE …`.
     LoadData(LoadData),
     /// `DUMP TABLE …`.
@@ -113,6 +115,9 @@ pub enum Definition {
     AccessGroup(AccessGroupDef),
     /// `ITERATOR name = kind[(OPT = value, …)] [SCOPES (…)] [PRIORITY n]`: a table iterator.
     Iterator(IteratorDef),
+    /// `ROW KEY (part TYPE, …)` (ht extension): a composite row key, TYPE one of `UINT(w)`,
+    /// `CHAR(n)`, `VARCHAR` (last only).
+    RowKey(common::row_key::RowKeySpec),
 }
 
 /// `kind` or `kind(OPT = value, …)`: a combiner or iterator kind with its options. The
@@ -565,6 +570,37 @@ pub enum Predicate {
     ValueRegexp(String),
     /// Column value predicates ORed together.
     Columns(Vec<ColumnPredicate>),
+    /// Predicates on one part of the table's `ROW KEY` (ht extension), ORed together.
+    Part(Vec<PartPredicate>),
+}
+
+/// `part op value`, `part BETWEEN a AND b`, `part IN (...)` or `part IN FILE "f"`, on a part
+/// of a declared composite row key. (`part = 'text'` parses as a column value predicate; the
+/// executor treats it as this when `part` names a key part.)
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartPredicate {
+    pub part: String,
+    pub test: PartTest,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PartTest {
+    /// `part op value`, op one of `= < <= > >=`.
+    Compare(RelOp, KeyValue),
+    /// `part BETWEEN low AND high` (both included).
+    Between(KeyValue, KeyValue),
+    /// `part IN (v, ...)`.
+    In(Vec<KeyValue>),
+    /// `part IN FILE "name"`: one value per line, as written (gzip when the name ends in
+    /// `.gz`); read when the statement runs.
+    InFile(String),
+}
+
+/// A value for a key part: an unsigned integer or a quoted string.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyValue {
+    Number(u64),
+    Text(String),
 }
 
 /// The rows of `ROW IN`.

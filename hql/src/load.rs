@@ -216,6 +216,7 @@ pub fn load_data_with(
         .unwrap_or(0);
 
     // Where the cells go.
+    let mut row_key = None;
     let (families, mut sink): (Families, Box<dyn Sink>) = match &stmt.target {
         LoadTarget::Table(t) => {
             let path = table_path(ctx.namespace, t);
@@ -223,6 +224,16 @@ pub fn load_data_with(
                 .client
                 .table_schema(&path)
                 .map_err(|e| LoadError::new(e.to_string()))?;
+            if let Some(k) = &schema.row_key {
+                if opts.row_uniquify_chars.is_some_and(|n| n > 0) {
+                    return Err(LoadError::new(format!(
+                        "ROW_UNIQUIFY_CHARS cannot load into table '{path}': its rows must fit \
+                         its {}",
+                        k.hql()
+                    )));
+                }
+                row_key = Some(k.clone());
+            }
             let map: HashMap<Vec<u8>, FamilyInfo> = schema
                 .families
                 .iter()
@@ -318,19 +329,34 @@ pub fn load_data_with(
             ..LoadReport::default()
         });
     }
-    let (layout, first_kind) = detect_layout(&first, header_line.as_deref(), opts, &sep, &families)
-        .map_err(|e| {
-            let at = match &opts.header_file {
-                Some(h) => format!("header file {h}"),
-                None => format!("{source_name}: line 1"),
-            };
-            LoadError::new(format!("{at}: {e}; nothing was loaded"))
-        })?;
+    let (layout, first_kind) = detect_layout(
+        &first,
+        header_line.as_deref(),
+        opts,
+        &sep,
+        &families,
+        row_key.as_ref(),
+    )
+    .map_err(|e| {
+        let at = match &opts.header_file {
+            Some(h) => format!("header file {h}"),
+            None => format!("{source_name}: line 1"),
+        };
+        LoadError::new(format!("{at}: {e}; nothing was loaded"))
+    })?;
     let (prefix, lines_before) = match first_kind {
         FirstLine::Header => (Vec::new(), 1),
         FirstLine::Data => (first, 0),
     };
-    let parser = LineParser::new(layout, sep, opts, families, now_ns as u64, max_line);
+    let parser = LineParser::new(
+        layout,
+        sep,
+        opts,
+        families,
+        now_ns as u64,
+        max_line,
+        row_key,
+    );
 
     let bar = (ctx.progress && std::io::stderr().is_terminal())
         .then(|| progress_bar(total_bytes, &source_name));

@@ -37,6 +37,14 @@ fn statement(input: &str) -> PResult<'_, Statement> {
     let (i, word) = first_word(at);
     match word.as_str() {
         "SELECT" => query::select(i),
+        "EXPLAIN" => {
+            let (i, ()) = kw("SELECT")(i)?;
+            let (i, s) = query::select(i)?;
+            match s {
+                Statement::Select(s) => Ok((i, Statement::Explain(s))),
+                other => Ok((i, other)),
+            }
+        }
         "INSERT" => write::insert(i),
         "DELETE" => write::delete(i),
         "LOAD" => {

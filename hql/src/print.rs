@@ -7,8 +7,8 @@ use crate::ast::{
     AccessGroupDef, AccessGroupOptions, AlterAction, CellInterval, CellKey, CellValue,
     ColumnOptions, ColumnPredicate, ColumnRef, ColumnSelector, Columns, CompactTarget,
     CreateTableBody, DataSource, Definition, DeleteColumns, DeleteTime, IteratorDef, Justify,
-    KindCall, LoadTarget, Predicate, RelOp, RowInterval, RowKeyColumn, RowSet, Statement,
-    TableOptions, TimeOrder, Timestamp, TimestampPredicate,
+    KeyValue, KindCall, LoadTarget, PartPredicate, PartTest, Predicate, RelOp, RowInterval,
+    RowKeyColumn, RowSet, Statement, TableOptions, TimeOrder, Timestamp, TimestampPredicate,
 };
 use crate::parser::is_qualifier_char;
 use crate::parser::token::{is_keyword, is_name_char};
@@ -287,6 +287,7 @@ impl Display for Definition {
             Self::QualifierIndex(n) => write!(f, "QUALIFIER INDEX {}", Name(n)),
             Self::AccessGroup(g) => g.fmt(f),
             Self::Iterator(i) => i.fmt(f),
+            Self::RowKey(k) => f.write_str(&k.hql()),
         }
     }
 }
@@ -439,6 +440,32 @@ impl Display for Predicate {
             Self::Timestamp(t) => t.fmt(f),
             Self::ValueRegexp(re) => write!(f, "VALUE REGEXP {}", Quoted(re)),
             Self::Columns(l) => or_list(f, l),
+            Self::Part(l) => or_list(f, l),
+        }
+    }
+}
+
+impl Display for KeyValue {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Number(n) => write!(f, "{n}"),
+            Self::Text(t) => Quoted(t).fmt(f),
+        }
+    }
+}
+
+impl Display for PartPredicate {
+    fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ", self.part)?;
+        match &self.test {
+            PartTest::Compare(op, v) => write!(f, "{op} {v}"),
+            PartTest::Between(a, b) => write!(f, "BETWEEN {a} AND {b}"),
+            PartTest::In(values) => {
+                f.write_str("IN (")?;
+                comma_list(f, values, |f, v| v.fmt(f))?;
+                f.write_char(')')
+            }
+            PartTest::InFile(name) => write!(f, "IN FILE {}", Quoted(name)),
         }
     }
 }
@@ -574,6 +601,7 @@ impl Display for Statement {
                     None => Ok(()),
                 }
             }
+            Self::Explain(s) => write!(f, "EXPLAIN {}", Self::Select(s.clone())),
             Self::Select(s) => {
                 f.write_str("SELECT ")?;
                 if s.cells {

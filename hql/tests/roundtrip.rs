@@ -243,6 +243,7 @@ fn definition() -> BoxedStrategy<Definition> {
         1 => nonempty_text().prop_map(Definition::Index),
         1 => nonempty_text().prop_map(Definition::QualifierIndex),
         1 => iterator_def().prop_map(Definition::Iterator),
+        1 => row_key().prop_map(Definition::RowKey),
         1 => (nonempty_text(), vec(nonempty_text(), 0..3), group_options()).prop_map(
             |(name, families, options)| Definition::AccessGroup(AccessGroupDef {
                 name,
@@ -313,7 +314,58 @@ fn predicate() -> impl Strategy<Value = Predicate> {
         .prop_map(Predicate::Cell),
         text().prop_map(Predicate::ValueRegexp),
         vec(column_predicate(), 1..4).prop_map(Predicate::Columns),
+        (part_name(), vec(part_test(), 1..3)).prop_map(|(part, tests)| Predicate::Part(
+            tests
+                .into_iter()
+                .map(|test| PartPredicate {
+                    part: part.clone(),
+                    test
+                })
+                .collect()
+        )),
     ]
+}
+
+/// A key part name: a plain name that is no keyword.
+fn part_name() -> impl Strategy<Value = String> {
+    "[a-z_][a-z0-9_]{0,8}".prop_filter("not a keyword", |s| !hql::is_keyword(s))
+}
+
+fn key_value() -> impl Strategy<Value = KeyValue> {
+    prop_oneof![
+        any::<u64>().prop_map(KeyValue::Number),
+        text().prop_map(KeyValue::Text),
+    ]
+}
+
+fn part_test() -> impl Strategy<Value = PartTest> {
+    prop_oneof![
+        (relop(), key_value())
+            .prop_filter("= 'text' reads as a value predicate", |(op, v)| {
+                *op != RelOp::StartsWith && !(*op == RelOp::Eq && matches!(v, KeyValue::Text(_)))
+            })
+            .prop_map(|(op, v)| PartTest::Compare(op, v)),
+        (key_value(), key_value()).prop_map(|(a, b)| PartTest::Between(a, b)),
+        vec(key_value(), 1..4).prop_map(PartTest::In),
+        text().prop_map(PartTest::InFile),
+    ]
+}
+
+fn row_key() -> impl Strategy<Value = common::row_key::RowKeySpec> {
+    use common::row_key::{KeyPart, PartKind, RowKeySpec};
+    vec(
+        (
+            part_name(),
+            prop_oneof![
+                (1u8..20).prop_map(|width| PartKind::Uint { width }),
+                any::<u8>().prop_map(|width| PartKind::Char { width }),
+                Just(PartKind::Varchar),
+            ],
+        )
+            .prop_map(|(name, kind)| KeyPart { name, kind }),
+        1..4,
+    )
+    .prop_map(|parts| RowKeySpec { parts })
 }
 
 fn predicates() -> impl Strategy<Value = Vec<Predicate>> {
@@ -653,6 +705,10 @@ fn shell() -> impl Strategy<Value = Statement> {
 fn statement() -> impl Strategy<Value = Statement> {
     prop_oneof![
         select(),
+        select().prop_map(|s| match s {
+            Statement::Select(s) => Statement::Explain(s),
+            other => other,
+        }),
         insert(),
         delete(),
         load_data(),

@@ -8,6 +8,7 @@ use common::iterators::{IterOptions, ScanIterator, ValuePredicate, ValuePredicat
 use common::scan_spec::{
     CellInterval, CellPos, ColumnSelector, QualifierMatch, RowInterval, ScanSpec,
 };
+use common::row_key::{PartLayout, RowSkip};
 use proptest::prelude::*;
 use prost::Message as _;
 use proto::rs::messages::{WireColumn, WireScanSpec, WireValuePredicates, WireValueTest};
@@ -93,6 +94,8 @@ prop_compose! {
         flags in (any::<bool>(), any::<bool>(), any::<bool>()),
         iterators in prop::collection::vec(scan_iterator(), 0..4),
         value_predicates in prop::option::of(value_predicates()),
+        interval_flags in (any::<bool>(), any::<bool>()),
+        row_skip in prop::option::of(row_skip()),
     ) -> ScanSpec {
         ScanSpec {
             row_intervals: rows.into_iter().map(|(start, end)| RowInterval { start, end }).collect(),
@@ -113,8 +116,38 @@ prop_compose! {
             no_cache: flags.2,
             iterators,
             value_predicates,
+            one_interval: interval_flags.0,
+            scan_and_filter: interval_flags.1,
+            row_skip,
         }
     }
+}
+
+/// Key-part slots: every part but the last has a width.
+fn row_skip() -> impl Strategy<Value = RowSkip> {
+    let range = (bound(bytes(4)), bound(bytes(4)));
+    prop::collection::vec(
+        (
+            0u16..300,
+            any::<bool>(),
+            prop::collection::vec(range, 0..3),
+        ),
+        1..4,
+    )
+    .prop_flat_map(|parts| {
+        let n = parts.len();
+        (Just(parts), any::<bool>()).prop_map(move |(parts, last_open)| {
+            let (mut layout, mut slots) = (Vec::new(), Vec::new());
+            for (i, (w, digits, ranges)) in parts.clone().into_iter().enumerate() {
+                layout.push(PartLayout {
+                    width: (!(last_open && i + 1 == n)).then_some(w),
+                    digits,
+                });
+                slots.push(ranges);
+            }
+            RowSkip { layout, slots }
+        })
+    })
 }
 
 /// What a decoded spec says, field by field, for comparison (regexes by pattern).
@@ -217,4 +250,24 @@ fn malformed_value_predicates_are_refused_naming_the_test() {
     let huge = format!("(?:{}){{1000}}", "[a-z]".repeat(200));
     let e = err(with_tests(vec![test(1, 3, huge.as_bytes())], vec![]));
     assert!(e.starts_with("value predicate 0: bad regex"), "{e}");
+}
+
+#[test]
+fn a_row_skip_with_an_open_part_before_the_last_is_refused() {
+    use proto::rs::messages::{WireKeyPartSlot, WireRowSkip};
+    let part = |width: Option<u32>| WireKeyPartSlot {
+        width,
+        digits: false,
+        ranges: Vec::new(),
+    };
+    let spec = |parts| WireScanSpec {
+        row_skip: Some(WireRowSkip { parts }),
+        ..WireScanSpec::default()
+    };
+    let e = ScanSpec::try_from(spec(vec![part(None), part(Some(2))])).expect_err("refused");
+    assert_eq!(e, "only the last key part may have no width");
+    let e = ScanSpec::try_from(spec(vec![part(Some(70_000))])).expect_err("refused");
+    assert_eq!(e, "key part width 70000");
+    let ok = ScanSpec::try_from(spec(vec![part(Some(2)), part(None)])).expect("valid");
+    assert_eq!(ok.row_skip.expect("skip").layout[1].width, None);
 }

@@ -313,6 +313,24 @@ impl Client for ClusterClient {
         ClusterClient::balance(self)
     }
 
+    fn table_ranges(&self, table: &str) -> Result<Vec<crate::TableRange>> {
+        self.run(async {
+            let id = self.inner.table_id(table).await?;
+            let ranges = self
+                .inner
+                .retrying("ranges", || async { self.inner.ranges(id).await })
+                .await?;
+            Ok(ranges
+                .iter()
+                .map(|r| crate::TableRange {
+                    start_row: r.start_row.clone(),
+                    end_row: r.end_row.clone(),
+                    location: r.location.clone(),
+                })
+                .collect())
+        })
+    }
+
     fn close(&self) -> Result<()> {
         Ok(())
     }

@@ -290,8 +290,8 @@ fn disjoint_in_order(spans: &[RowRange]) -> bool {
 }
 
 /// Streams a table scan into `tx`, block by block: interval by interval and server by server,
-/// with the limits applied here. Row intervals without limits that do not overlap (key sets)
-/// go to each server many to a request instead ([`scan_batched`]).
+/// with the limits applied here. Row intervals that do not overlap (key sets), without limits
+/// or counted as one interval, go to each server many to a request instead ([`scan_batched`]).
 pub(super) async fn scan_table(
     inner: &Inner,
     table_id: u32,
@@ -314,7 +314,7 @@ pub(super) async fn scan_table(
         && spec.row_offset == 0
         && spec.cell_limit == 0
         && spec.cell_offset == 0;
-    if unlimited
+    if (unlimited || spec.one_interval)
         && intervals.len() > 1
         && spec.cell_intervals.is_empty()
         && disjoint_in_order(&spans)
@@ -400,7 +400,8 @@ async fn server_run(
         .await
 }
 
-/// A scan of sorted, disjoint row intervals without limits: each request to a server carries
+/// A scan of sorted, disjoint row intervals without limits, or with limits over them all
+/// (`one_interval`, applied here as they come): each request to a server carries
 /// the intervals that lie in its run of ranges (at most `scan_intervals_per_request` of them and
 /// `scan_interval_bytes_per_request` bytes of rows), so a key
 /// set of 250K rows costs a request per run of ranges and batch, not one per key. A part that
@@ -419,6 +420,12 @@ async fn scan_batched(
         |s: &RowRange| s.start.as_ref().map_or(0, Vec::len) + s.end.as_ref().map_or(0, Vec::len);
     // Without limits the limiter only remembers where the scan got to.
     let mut limiter = Limiter::new(spec);
+    // The spec of every part, but for its intervals: the limits count here, over all parts.
+    let mut base = spec.clone_without_intervals();
+    base.row_limit = 0;
+    base.row_offset = 0;
+    base.cell_limit = 0;
+    base.cell_offset = 0;
     let mut backoff = inner.backoff();
     // The first interval not done, and where in it the next part starts.
     let mut next = 0;
@@ -443,8 +450,7 @@ async fn scan_batched(
                 upto += 1;
             }
         }
-        let mut part_spec = spec.clone();
-        part_spec.cell_intervals.clear();
+        let mut part_spec = base.clone();
         part_spec.row_intervals = intervals[next..upto]
             .iter()
             .enumerate()

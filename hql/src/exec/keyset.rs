@@ -41,11 +41,35 @@ pub(super) fn rows(set: &RowSet, limits: &KeySetLimits) -> Result<Vec<Vec<u8>>> 
     match set {
         RowSet::Keys(list) => {
             for (n, k) in list.iter().enumerate() {
-                keys.add(k.as_bytes().to_vec(), || format!("ROW IN: key {}", n + 1))?;
+                keys.add(k.as_bytes().to_vec(), &|| format!("ROW IN: key {}", n + 1))?;
             }
         }
-        RowSet::File(name) => read_file(name, &mut keys)?,
+        RowSet::File(name) => read_lines(name, "ROW IN FILE", |line, at| keys.add(line, at))?,
     }
+    Ok(keys.set.into_iter().collect())
+}
+
+/// The values of a key file, each line turned into a value by `value` (its error is the
+/// statement's), sorted and without repeats, within `limits`. `what` starts each error
+/// (`objectid IN FILE`).
+pub(super) fn lines(
+    name: &str,
+    what: &str,
+    limits: &KeySetLimits,
+    mut value: impl FnMut(Vec<u8>, &dyn Fn() -> String) -> Result<Vec<u8>>,
+) -> Result<Vec<Vec<u8>>> {
+    let mut keys = Keys {
+        set: BTreeSet::new(),
+        bytes: 0,
+        limits,
+    };
+    read_lines(name, what, |line, at| {
+        if line.is_empty() {
+            return Err(ExecError::invalid(format!("{}: an empty line", at())));
+        }
+        let v = value(line, at)?;
+        keys.add(v, at)
+    })?;
     Ok(keys.set.into_iter().collect())
 }
 
@@ -56,7 +80,7 @@ struct Keys<'a> {
 }
 
 impl Keys<'_> {
-    fn add(&mut self, key: Vec<u8>, at: impl Fn() -> String) -> Result<()> {
+    fn add(&mut self, key: Vec<u8>, at: &dyn Fn() -> String) -> Result<()> {
         if key.is_empty() {
             return Err(ExecError::invalid(format!("{}: an empty row key", at())));
         }
@@ -83,17 +107,23 @@ impl Keys<'_> {
     }
 }
 
-fn read_file(name: &str, keys: &mut Keys<'_>) -> Result<()> {
+/// Calls `each` with every line of the file `name` (without its line end), and a closure
+/// naming the file and line for errors.
+fn read_lines(
+    name: &str,
+    what: &str,
+    mut each: impl FnMut(Vec<u8>, &dyn Fn() -> String) -> Result<()>,
+) -> Result<()> {
     let path = match FileScheme::split(name) {
         (FileScheme::Local, p) => p,
         (FileScheme::Fs, _) => {
             return Err(ExecError::invalid(format!(
-                "ROW IN FILE '{name}': fs:// key files are not supported; use a local file"
+                "{what} '{name}': fs:// key files are not supported; use a local file"
             )));
         }
     };
     let f = std::fs::File::open(path)
-        .map_err(|e| ExecError::invalid(format!("ROW IN FILE: cannot open '{name}': {e}")))?;
+        .map_err(|e| ExecError::invalid(format!("{what}: cannot open '{name}': {e}")))?;
     let raw: Box<dyn Read> = if path.ends_with(".gz") {
         Box::new(flate2::read::MultiGzDecoder::new(BufReader::new(f)))
     } else {
@@ -110,7 +140,7 @@ fn read_file(name: &str, keys: &mut Keys<'_>) -> Result<()> {
         let got = (&mut src)
             .take(max)
             .read_until(b'\n', &mut line)
-            .map_err(|e| ExecError::invalid(format!("ROW IN FILE {name}: line {n}: {e}")))?;
+            .map_err(|e| ExecError::invalid(format!("{what} {name}: line {n}: {e}")))?;
         if got == 0 {
             return Ok(());
         }
@@ -121,14 +151,14 @@ fn read_file(name: &str, keys: &mut Keys<'_>) -> Result<()> {
                 line.pop();
             }
         }
-        let at = || format!("ROW IN FILE {name}: line {n}");
+        let at = || format!("{what} {name}: line {n}");
         if !ended && line.len() > MAX_ROW_OR_QUALIFIER_BYTES {
             return Err(ExecError::invalid(format!(
-                "{}: a row key longer than {MAX_ROW_OR_QUALIFIER_BYTES} bytes",
+                "{}: a line longer than {MAX_ROW_OR_QUALIFIER_BYTES} bytes",
                 at()
             )));
         }
-        keys.add(line.clone(), at)?;
+        each(std::mem::take(&mut line), &at)?;
     }
 }
 

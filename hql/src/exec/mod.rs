@@ -6,8 +6,10 @@
 //! [`dump`]. Shell commands (help, source, pause, ...) are the shell's business, not this one's.
 
 mod dump;
+mod explain;
 mod keyset;
 mod output;
+mod parts;
 mod schema;
 mod select;
 mod write;
@@ -220,6 +222,7 @@ impl Executor {
             }
             Statement::Insert(i) => write::insert(self, i),
             Statement::Delete(d) => write::delete(self, d),
+            Statement::Explain(s) => explain::explain(self, s, out),
             Statement::Select(s) => {
                 let cells = select::select(self, s, out)?;
                 self.summary.cells = Some(cells);

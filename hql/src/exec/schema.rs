@@ -16,6 +16,7 @@ use crate::ast::{
     ColumnOptions, CompressorSpec, CreateTable, CreateTableBody, Definition, FamilyDef,
     IteratorDef, KindCall, Statement, TableOptions, TimeUnit, Ttl,
 };
+use crate::parser::token::is_keyword;
 
 /// Family ids are one byte and 0 is reserved.
 const MAX_FAMILY_ID: u32 = 255;
@@ -205,7 +206,10 @@ fn build(path: &str, defs: &[Definition], opts: &TableOptions) -> Result<TableSc
                     }
                 }
             }
-            Definition::Index(_) | Definition::QualifierIndex(_) | Definition::Iterator(_) => {}
+            Definition::Index(_)
+            | Definition::QualifierIndex(_)
+            | Definition::Iterator(_)
+            | Definition::RowKey(_) => {}
         }
     }
     if fams.len() > MAX_FAMILY_ID as usize {
@@ -249,6 +253,22 @@ fn build(path: &str, defs: &[Definition], opts: &TableOptions) -> Result<TableSc
         set_index(&mut schema, path, d, true)?;
     }
     add_iterators(&mut schema, path, &iterator_defs(defs))?;
+    for d in defs {
+        if let Definition::RowKey(k) = d {
+            if schema.row_key.is_some() {
+                return Err(ExecError::invalid(format!(
+                    "table '{path}' has more than one ROW KEY"
+                )));
+            }
+            if let Some(p) = k.parts.iter().find(|p| is_keyword(&p.name)) {
+                return Err(ExecError::invalid(format!(
+                    "table '{path}': ROW KEY part name '{}' is an HQL keyword",
+                    p.name
+                )));
+            }
+            schema.row_key = Some(k.clone());
+        }
+    }
     if let Some(d) = opts.durability {
         schema.durability = d;
     }
@@ -310,6 +330,13 @@ fn next_family_id(schema: &TableSchema, path: &str, name: &str) -> Result<u8> {
         })
 }
 
+fn row_key_fixed(path: &str) -> ExecError {
+    ExecError::invalid(format!(
+        "ALTER TABLE cannot add or change the ROW KEY of table '{path}': its rows are \
+         already written in their layout"
+    ))
+}
+
 fn add_family(schema: &mut TableSchema, path: &str, fd: &FamilyDef, group: &str) -> Result<()> {
     if schema.family(&fd.name).is_some() {
         return Err(ExecError::invalid(format!(
@@ -359,6 +386,7 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
                             set_index(&mut s, &path, d, true)?;
                         }
                         Definition::Iterator(_) => {}
+                        Definition::RowKey(_) => return Err(row_key_fixed(&path)),
                     }
                 }
             }
@@ -402,6 +430,7 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
                                 i.name
                             )));
                         }
+                        Definition::RowKey(_) => return Err(row_key_fixed(&path)),
                     }
                 }
             }
@@ -595,6 +624,9 @@ pub(super) fn show_create(s: &TableSchema) -> String {
             .iter()
             .map(|i| Definition::Iterator(iterator_def(i))),
     );
+    if let Some(k) = &s.row_key {
+        defs.push(Definition::RowKey(k.clone()));
+    }
     let options = TableOptions {
         group_defaults: AccessGroupOptions::default(),
         group_commit_interval_ms: (s.group_commit_interval_ms > 0)

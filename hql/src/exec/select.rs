@@ -17,11 +17,15 @@ use regex::bytes::Regex;
 
 use super::keyset::{self, KeySetLimits};
 use super::output::{CellFormat, FileSink, family_names, write_cell};
+use super::parts;
 use super::{ExecError, Executor, Result};
-use crate::ast::{self, ColumnPredicate, ColumnRef, Columns, Predicate, RelOp, Select};
+use crate::ast::{
+    self, ColumnPredicate, ColumnRef, Columns, KeyValue, PartPredicate, PartTest, Predicate, RelOp,
+    Select,
+};
 
 /// A set of intervals as (start, end) bounds.
-type Intervals<T> = Vec<(Bound<T>, Bound<T>)>;
+pub(super) type Intervals<T> = Vec<(Bound<T>, Bound<T>)>;
 
 /// A scan to run: the spec, or `None` when the predicates select nothing at all.
 pub(super) struct Query {
@@ -29,6 +33,9 @@ pub(super) struct Query {
     /// Whether the WHERE clause has column value predicates (they are in the spec's
     /// `value_predicates`, run by the range server).
     pub has_value_predicates: bool,
+    /// With key-part predicates: what each part may take, and how many leading parts were
+    /// expanded into rows (for EXPLAIN).
+    pub parts: Option<(Vec<String>, usize)>,
 }
 
 fn regex(re: &str, what: &str) -> Result<Regex> {
@@ -184,7 +191,10 @@ fn sorted_disjoint<T: Clone + Ord>(v: &Intervals<T>) -> bool {
 }
 
 /// ANDs a new OR-list into the current set of intervals (`None`: no constraint yet).
-fn and_intervals<T: Clone + Ord>(current: Option<Intervals<T>>, new: Intervals<T>) -> Intervals<T> {
+pub(super) fn and_intervals<T: Clone + Ord>(
+    current: Option<Intervals<T>>,
+    new: Intervals<T>,
+) -> Intervals<T> {
     let Some(cur) = current else {
         return new.into_iter().filter(|(s, e)| !is_empty(s, e)).collect();
     };
@@ -290,8 +300,13 @@ pub(super) fn build_query(
     let mut rows: Option<Intervals<Vec<u8>>> = None;
     let mut cells: Option<Intervals<CellPos>> = None;
     let mut tests: Vec<ValuePredicate> = Vec::new();
+    let mut part_preds: Vec<Vec<PartPredicate>> = Vec::new();
     for p in preds {
         match p {
+            Predicate::Part(list) => part_preds.push(list.clone()),
+            Predicate::Columns(list) if key_part_list(s, list) => {
+                part_preds.push(vec![parts_in(list)]);
+            }
             Predicate::Row(list) => {
                 let new = list
                     .iter()
@@ -336,9 +351,34 @@ pub(super) fn build_query(
             }
         }
     }
+    let mut nothing_parts = false;
+    let mut parts_note = None;
+    if !part_preds.is_empty() {
+        let key = s.row_key.as_ref();
+        let slots = parts::slots(key, path, &part_preds, key_limits)?;
+        let key = key.expect("slots found the parts in a ROW KEY");
+        let mut note = (parts::describe(key, &slots), 0);
+        match parts::plan(key, &slots, key_limits.max_keys) {
+            None => nothing_parts = true,
+            Some(plan) => {
+                note.1 = plan.expanded_parts;
+                if let Some(r) = plan.rows {
+                    rows = Some(and_intervals(rows, r));
+                }
+                spec.row_skip = plan.skip;
+            }
+        }
+        spec.one_interval = true;
+        parts_note = Some(note);
+    }
     if rows.is_some() && cells.is_some() {
         return Err(ExecError::invalid(
             "ROW and CELL predicates cannot be combined in one query",
+        ));
+    }
+    if !part_preds.is_empty() && cells.is_some() {
+        return Err(ExecError::invalid(
+            "key part and CELL predicates cannot be combined in one query",
         ));
     }
     let has_value_predicates = !tests.is_empty();
@@ -359,7 +399,8 @@ pub(super) fn build_query(
         }
         spec.value_predicates = Some(ValuePredicates { tests, output });
     }
-    let nothing = matches!(&rows, Some(r) if r.is_empty())
+    let nothing = nothing_parts
+        || matches!(&rows, Some(r) if r.is_empty())
         || matches!(&cells, Some(c) if c.is_empty())
         || spec.time_start >= spec.time_end;
     if let Some(r) = rows {
@@ -377,7 +418,46 @@ pub(super) fn build_query(
     Ok(Query {
         spec: (!nothing).then_some(spec),
         has_value_predicates,
+        parts: parts_note,
     })
+}
+
+/// Whether the ORed column predicates all say `part = 'v'` of key parts: `fieldtype = 'F1'`
+/// parses as a column value predicate, and is one on a key part.
+fn key_part_list(s: &TableSchema, list: &[ColumnPredicate]) -> bool {
+    let Some(key) = &s.row_key else {
+        return false;
+    };
+    let first = match list.first() {
+        Some(ColumnPredicate::ValueEquals { column, .. }) if column.qualifier.is_none() => {
+            &column.family
+        }
+        _ => return false,
+    };
+    key.part(first).is_some()
+        && list.iter().all(|c| {
+            matches!(c, ColumnPredicate::ValueEquals { column, .. }
+                if column.qualifier.is_none() && column.family == *first)
+        })
+}
+
+/// `part = 'a' OR part = 'b'` as `part IN ('a', 'b')`.
+fn parts_in(list: &[ColumnPredicate]) -> PartPredicate {
+    let mut part = String::new();
+    let values = list
+        .iter()
+        .map(|c| match c {
+            ColumnPredicate::ValueEquals { column, value } => {
+                part.clone_from(&column.family);
+                KeyValue::Text(value.clone())
+            }
+            _ => unreachable!("key_part_list checked"),
+        })
+        .collect();
+    PartPredicate {
+        part,
+        test: PartTest::In(values),
+    }
 }
 
 fn value_test(s: &TableSchema, path: &str, cp: &ColumnPredicate) -> Result<ValuePredicate> {
@@ -399,6 +479,58 @@ fn value_test(s: &TableSchema, path: &str, cp: &ColumnPredicate) -> Result<Value
         qualifier: col.qualifier.as_ref().map(|q| q.as_bytes().to_vec()),
         test,
     })
+}
+
+/// The spec with the SELECT's options.
+pub(super) fn with_options(mut spec: ScanSpec, o: &ast::SelectOptions) -> ScanSpec {
+    spec.max_versions = o.max_versions.unwrap_or(0);
+    spec.cell_limit_per_family = o.cell_limit_per_family.unwrap_or(0);
+    spec.keys_only = o.keys_only;
+    spec.return_deletes = o.return_deletes;
+    spec.no_cache = o.no_cache;
+    spec.row_limit = o.limit.unwrap_or(0);
+    spec.row_offset = o.offset.unwrap_or(0);
+    spec.cell_limit = o.cell_limit.unwrap_or(0);
+    spec.cell_offset = o.cell_offset.unwrap_or(0);
+    spec.iterators = o
+        .iterators
+        .iter()
+        .map(|k| ScanIterator {
+            kind: k.kind.clone(),
+            options: k.options.clone(),
+        })
+        .collect();
+    spec
+}
+
+/// SCAN_AND_FILTER_ROWS, as Hypertable runs it: the rows named one by one (point intervals)
+/// are fetched by one scan that steps through them from the first to the last and keeps
+/// theirs, counted as one interval by the limits; other row intervals come first, each its
+/// own interval. Key-part predicates are one interval already and are stepped through.
+pub(super) fn scan_and_filter_rows(mut spec: ScanSpec) -> Vec<ScanSpec> {
+    if spec.one_interval {
+        spec.scan_and_filter = spec.cell_intervals.is_empty();
+        return vec![spec];
+    }
+    let is_point = |r: &RowInterval| matches!((&r.start, &r.end), (Bound::Included(a), Bound::Included(b)) if a == b);
+    let (points, others): (Vec<RowInterval>, Vec<RowInterval>) =
+        spec.row_intervals.drain(..).partition(is_point);
+    if points.is_empty() {
+        spec.row_intervals = others;
+        return vec![spec];
+    }
+    let mut out = Vec::new();
+    if !others.is_empty() {
+        let mut first = spec.clone_without_intervals();
+        first.row_intervals = others;
+        out.push(first);
+    }
+    spec.row_intervals = points;
+    spec.row_intervals.dedup_by(|a, b| a.start == b.start);
+    spec.one_interval = true;
+    spec.scan_and_filter = true;
+    out.push(spec);
+    out
 }
 
 pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Result<u64> {
@@ -429,26 +561,12 @@ pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Re
             .as_bytes()
             .to_vec(),
     };
-    let spec = q.spec.map(|mut spec| {
-        spec.max_versions = o.max_versions.unwrap_or(0);
-        spec.cell_limit_per_family = o.cell_limit_per_family.unwrap_or(0);
-        spec.keys_only = o.keys_only;
-        spec.return_deletes = o.return_deletes;
-        spec.no_cache = o.no_cache;
-        spec.row_limit = o.limit.unwrap_or(0);
-        spec.row_offset = o.offset.unwrap_or(0);
-        spec.cell_limit = o.cell_limit.unwrap_or(0);
-        spec.cell_offset = o.cell_offset.unwrap_or(0);
-        spec.iterators = o
-            .iterators
-            .iter()
-            .map(|k| ScanIterator {
-                kind: k.kind.clone(),
-                options: k.options.clone(),
-            })
-            .collect();
-        spec
-    });
+    let spec = q.spec.map(|spec| with_options(spec, o));
+    let specs = match spec {
+        Some(spec) if o.scan_and_filter_rows => scan_and_filter_rows(spec),
+        Some(spec) => vec![spec],
+        None => Vec::new(),
+    };
     let families = family_names(&schema);
     let mut file = match &o.into_file {
         Some(name) => {
@@ -468,7 +586,7 @@ pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Re
             }
         };
         let mut n = 0u64;
-        if let Some(spec) = spec {
+        for spec in specs {
             let mut scanner = ex.client.scanner(&path, spec)?;
             while let Some(cell) = scanner.next_cell()? {
                 write_cell(w, &format, &cell, &families)?;

@@ -53,6 +53,11 @@ pub(super) fn insert(ex: &mut Executor, ins: &Insert) -> Result<()> {
                 "empty row key in INSERT INTO '{path}'"
             )));
         }
+        if let Some(k) = &schema.row_key {
+            k.check_row(&row).map_err(|e| {
+                ExecError::invalid(format!("INSERT INTO '{path}': {e}; nothing was written"))
+            })?;
+        }
         let family = family_id(&schema, &path, &v.column)?;
         let mut m = Mutation::insert(
             row,

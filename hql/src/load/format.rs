@@ -9,7 +9,9 @@ use common::key::CellFlag;
 use common::mutation::check_cell;
 use common::{AsMutationRef, Mutation};
 
-use crate::ast::{Justify, KeyFormat, LoadOptions};
+use common::row_key::{KeyPart, PartKind, RowKeySpec};
+
+use crate::ast::{Justify, KeyFormat, LoadOptions, RowKeyColumn};
 
 /// The four delete keywords of the single-cell format and their flags.
 const DELETE_KEYWORDS: [(&[u8], CellFlag); 4] = [
@@ -88,14 +90,15 @@ pub fn detect_layout(
     opts: &LoadOptions,
     sep: &[u8],
     families: &Families,
+    row_key: Option<&RowKeySpec>,
 ) -> Result<(Layout, FirstLine), LineError> {
     let first_line = trim_eol(first_line);
     if let Some(h) = header_file_line {
-        let layout = layout_from_header(trim_eol(h), opts, sep, families)?;
+        let layout = layout_from_header(trim_eol(h), opts, sep, families, row_key)?;
         return Ok((layout, FirstLine::Data));
     }
     if first_line.starts_with(b"#") && !opts.single_cell_format {
-        let layout = layout_from_header(first_line, opts, sep, families)?;
+        let layout = layout_from_header(first_line, opts, sep, families, row_key)?;
         return Ok((layout, FirstLine::Header));
     }
     let header = strip_hash(first_line);
@@ -148,6 +151,7 @@ fn layout_from_header(
     opts: &LoadOptions,
     sep: &[u8],
     families: &Families,
+    row_key: Option<&RowKeySpec>,
 ) -> Result<Layout, LineError> {
     let header = strip_hash(header);
     let names: Vec<String> = split_fields(header, sep)
@@ -176,7 +180,23 @@ fn layout_from_header(
     }
     let position = |name: &str| names.iter().position(|n| n == name);
     let mut key = Vec::new();
-    for k in &opts.row_key_columns {
+    // A table with a ROW KEY builds its rows from the fields named like its parts, when the
+    // header has them all and no ROW_KEY_COLUMN says otherwise.
+    let declared: Vec<RowKeyColumn> = match row_key {
+        Some(k)
+            if opts.row_key_columns.is_empty()
+                && k.parts.iter().all(|p| position(&p.name).is_some()) =>
+        {
+            k.parts.iter().map(key_column).collect()
+        }
+        _ => Vec::new(),
+    };
+    let key_columns = if declared.is_empty() {
+        &opts.row_key_columns
+    } else {
+        &declared
+    };
+    for k in key_columns {
         let i = position(&k.name)
             .ok_or_else(|| format!("row key column '{}' is not in the header", k.name))?;
         key.push((i, k.name.clone(), k.format));
@@ -250,6 +270,8 @@ pub struct LineParser {
     rng: u64,
     /// The longest line accepted, without its `\n`.
     max_line_bytes: usize,
+    /// The table's composite row key: every row built is checked against it.
+    row_key: Option<RowKeySpec>,
 }
 
 impl LineParser {
@@ -260,9 +282,11 @@ impl LineParser {
         families: Families,
         seed: u64,
         max_line_bytes: usize,
+        row_key: Option<RowKeySpec>,
     ) -> Self {
         Self {
             max_line_bytes,
+            row_key,
             layout,
             sep,
             escape: !opts.no_escape,
@@ -458,6 +482,7 @@ impl LineParser {
             let text = unescape_cow(raw, self.escape);
             pad_into(&text, *format, &mut row);
         }
+        self.check_row(&row)?;
         let timestamp = match &m.timestamp {
             Some((i, name)) => {
                 if fields[*i].is_empty() {
@@ -507,8 +532,16 @@ impl LineParser {
             return Err("empty row key".into());
         }
         let mut row = self.unescape(raw);
+        self.check_row(&row)?;
         uniquify(&mut self.rng, self.uniquify_chars, &mut row);
         Ok(row)
+    }
+
+    fn check_row(&self, row: &[u8]) -> Result<(), LineError> {
+        match &self.row_key {
+            Some(k) => k.check_row(row).map_err(|e| e.0),
+            None => Ok(()),
+        }
     }
 
     fn unescape(&self, raw: &[u8]) -> Vec<u8> {
@@ -555,6 +588,26 @@ fn parse_timestamp(raw: &[u8]) -> Result<i64, LineError> {
         .ok()
         .and_then(crate::parse_nanos)
         .ok_or_else(|| format!("bad timestamp '{}'", String::from_utf8_lossy(raw)))
+}
+
+/// The ROW_KEY_COLUMN entry that builds a key part as declared: `%0w` for UINT(w), `%n` for
+/// CHAR(n).
+fn key_column(p: &KeyPart) -> RowKeyColumn {
+    let format = match p.kind {
+        PartKind::Uint { width } => Some(KeyFormat {
+            width: u32::from(width),
+            justify: Justify::RightZero,
+        }),
+        PartKind::Char { width } => Some(KeyFormat {
+            width: u32::from(width),
+            justify: Justify::LeftSpace,
+        }),
+        PartKind::Varchar => None,
+    };
+    RowKeyColumn {
+        name: p.name.clone(),
+        format,
+    }
 }
 
 fn pad_into(text: &[u8], format: Option<KeyFormat>, out: &mut Vec<u8>) {

@@ -3,11 +3,14 @@
 use nom::branch::alt;
 
 use super::kind::{scan_iterators, with_iterator};
-use super::token::{PErr, PResult, fail, failure, kw, list1, name, number, opt_eq, p, string, ws};
+use super::token::{
+    PErr, PResult, fail, failure, is_keyword, kw, list1, name, number, opt_eq, p, plain_name,
+    string, ws,
+};
 use crate::ast::{
     CellInterval, CellKey, ColumnPredicate, ColumnRef, ColumnSelector, Columns, DumpTable,
-    Predicate, RelOp, RowInterval, RowSet, Select, SelectOptions, Statement, Timestamp,
-    TimestampPredicate,
+    KeyValue, PartPredicate, PartTest, Predicate, RelOp, RowInterval, RowSet, Select,
+    SelectOptions, Statement, Timestamp, TimestampPredicate,
 };
 
 /// Whether `c` may appear in an unquoted qualifier (`tag:good`, `cf:a.b-c`).
@@ -295,8 +298,76 @@ fn predicate(i: &str) -> PResult<'_, Predicate> {
                 Predicate::Timestamp(TimestampPredicate { before, op, ts }),
             ))
         },
+        |i| parenthesised(part_predicate)(i).map(|(i, v)| (i, Predicate::Part(v))),
+        |i| part_predicate(i).map(|(i, v)| (i, Predicate::Part(vec![v]))),
         |i| or_list(column_predicate)(i).map(|(i, v)| (i, Predicate::Columns(v))),
     ))(i)
+}
+
+fn key_value(i: &str) -> PResult<'_, KeyValue> {
+    if let Ok((i, n)) = number::<u64>(i) {
+        return Ok((i, KeyValue::Number(n)));
+    }
+    let (i, s) = string(i)?;
+    Ok((i, KeyValue::Text(s)))
+}
+
+/// A predicate on a key part: `part IN (...)`, `part IN FILE "f"`, `part BETWEEN a AND b`,
+/// `part op value` (but `part = 'text'`, which reads as a column value predicate).
+fn part_predicate(i: &str) -> PResult<'_, PartPredicate> {
+    let (i, part) = plain_name("key part name")(i)?;
+    if is_keyword(&part) {
+        return fail(i, || "key part name".to_string());
+    }
+    if let Ok((i, ())) = kw("IN")(i) {
+        if let Ok((i, ())) = kw("FILE")(i) {
+            let (i, name) = string(i)?;
+            return Ok((
+                i,
+                PartPredicate {
+                    part,
+                    test: PartTest::InFile(name),
+                },
+            ));
+        }
+        let (i, ()) = p("(")(i)?;
+        let (i, values) = list1(key_value)(i)?;
+        let (i, ()) = p(")")(i)?;
+        return Ok((
+            i,
+            PartPredicate {
+                part,
+                test: PartTest::In(values),
+            },
+        ));
+    }
+    if let Ok((i, ())) = kw("BETWEEN")(i) {
+        let (i, low) = key_value(i)?;
+        let (i, ()) = kw("AND")(i)?;
+        let (i, high) = key_value(i)?;
+        return Ok((
+            i,
+            PartPredicate {
+                part,
+                test: PartTest::Between(low, high),
+            },
+        ));
+    }
+    let (i, op) = relop(i)?;
+    if op == RelOp::StartsWith {
+        return fail(i, || "key part comparison".to_string());
+    }
+    let (i, v) = key_value(i)?;
+    if op == RelOp::Eq && matches!(v, KeyValue::Text(_)) {
+        return fail(i, || "key part comparison".to_string());
+    }
+    Ok((
+        i,
+        PartPredicate {
+            part,
+            test: PartTest::Compare(op, v),
+        },
+    ))
 }
 
 /// `[WHERE predicate (AND predicate)*]`.

@@ -1,11 +1,12 @@
 //! CREATE TABLE and ALTER TABLE: definitions, column, access group and table options.
 
+use common::row_key::{KeyPart, PartKind, RowKeySpec};
 use nom::branch::alt;
 
 use super::kind::{iterator_def, kind_call};
 use super::token::{
-    PResult, decimal, fail, failure, flag, kw, kw_map, kws, list1, name, number, opt_eq, p, string,
-    ws,
+    PResult, decimal, fail, failure, flag, kw, kw_map, kws, list1, name, number, opt_eq, p,
+    plain_name, string, ws,
 };
 use crate::ast::{
     AccessGroupDef, AlterAction, AlterTable, BloomFilterMode, BloomFilterOption, Codec,
@@ -355,8 +356,40 @@ fn access_group_def(i: &str) -> PResult<'_, Definition> {
     ))
 }
 
+/// `name UINT(w)`, `name CHAR(n)` or `name VARCHAR`, inside `ROW KEY (...)`.
+fn key_part(i: &str) -> PResult<'_, KeyPart> {
+    let (i, pname) = plain_name("key part name")(i)?;
+    let width = |i| {
+        let (i, ()) = p("(")(i)?;
+        let (i, w) = number::<u8>(i)?;
+        let (i, ()) = p(")")(i)?;
+        Ok((i, w))
+    };
+    let (i, kind) = if let Ok((i, ())) = kw("UINT")(i) {
+        let (i, width) = width(i)?;
+        (i, PartKind::Uint { width })
+    } else if let Ok((i, ())) = kw("CHAR")(i) {
+        let (i, width) = width(i)?;
+        (i, PartKind::Char { width })
+    } else if let Ok((i, ())) = kw("VARCHAR")(i) {
+        (i, PartKind::Varchar)
+    } else {
+        return fail(ws(i), || {
+            "key part type UINT(w), CHAR(n) or VARCHAR".to_string()
+        });
+    };
+    Ok((i, KeyPart { name: pname, kind }))
+}
+
 fn definition(i: &str) -> PResult<'_, Definition> {
     alt((
+        |i| {
+            let (i, ()) = kws(&["ROW", "KEY"])(i)?;
+            let (i, ()) = p("(")(i)?;
+            let (i, parts) = list1(key_part)(i)?;
+            let (i, ()) = p(")")(i)?;
+            Ok((i, Definition::RowKey(RowKeySpec { parts })))
+        },
         access_group_def,
         |i| {
             let (i, ()) = kw("ITERATOR")(i)?;

@@ -311,6 +311,9 @@ impl Client for FaultyClient {
     fn balance(&self) -> client::Result<()> {
         self.inner.balance()
     }
+    fn table_ranges(&self, table: &str) -> client::Result<Vec<client::TableRange>> {
+        self.inner.table_ranges(table)
+    }
     fn close(&self) -> client::Result<()> {
         self.inner.close()
     }

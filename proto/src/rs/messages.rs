@@ -5,6 +5,7 @@
 use std::ops::Bound;
 
 use common::key::CellFlag;
+use common::row_key::{PartLayout, RowSkip};
 use common::scan_spec::{
     CellInterval, CellPos, ColumnSelector, QualifierMatch, RowInterval, ScanSpec,
 };
@@ -267,6 +268,75 @@ pub struct WireColumn {
     pub qualifier: Vec<u8>,
 }
 
+/// A `common::row_key::RowSkip`: one entry per part of the row key.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WireRowSkip {
+    #[prost(message, repeated, tag = "1")]
+    pub parts: Vec<WireKeyPartSlot>,
+}
+
+/// One part of a `WireRowSkip`: its layout and the ranges its bytes may take (none: any).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct WireKeyPartSlot {
+    /// Width in bytes; absent for the last part when it takes the rest of the row.
+    #[prost(uint32, optional, tag = "1")]
+    pub width: Option<u32>,
+    /// The part holds only ASCII digits.
+    #[prost(bool, tag = "2")]
+    pub digits: bool,
+    #[prost(message, repeated, tag = "3")]
+    pub ranges: Vec<WireRowInterval>,
+}
+
+impl From<&RowSkip> for WireRowSkip {
+    fn from(s: &RowSkip) -> Self {
+        Self {
+            parts: s
+                .layout
+                .iter()
+                .zip(&s.slots)
+                .map(|(l, slot)| WireKeyPartSlot {
+                    width: l.width.map(u32::from),
+                    digits: l.digits,
+                    ranges: slot
+                        .iter()
+                        .map(|(a, b)| WireRowInterval {
+                            start: Some(row_bound_to_wire(a)),
+                            end: Some(row_bound_to_wire(b)),
+                        })
+                        .collect(),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl TryFrom<WireRowSkip> for RowSkip {
+    type Error = String;
+    fn try_from(s: WireRowSkip) -> Result<Self, String> {
+        let mut layout = Vec::with_capacity(s.parts.len());
+        let mut slots = Vec::with_capacity(s.parts.len());
+        let n = s.parts.len();
+        for (i, p) in s.parts.into_iter().enumerate() {
+            let width = match p.width {
+                Some(w) => Some(u16::try_from(w).map_err(|_| format!("key part width {w}"))?),
+                None if i + 1 == n => None,
+                None => return Err("only the last key part may have no width".into()),
+            };
+            layout.push(PartLayout {
+                width,
+                digits: p.digits,
+            });
+            let mut slot = Vec::with_capacity(p.ranges.len());
+            for r in p.ranges {
+                slot.push((row_bound_from_wire(r.start)?, row_bound_from_wire(r.end)?));
+            }
+            slots.push(slot);
+        }
+        Ok(RowSkip { layout, slots })
+    }
+}
+
 /// A `ScanSpec`; fields mean what they mean there.
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct WireScanSpec {
@@ -310,6 +380,16 @@ pub struct WireScanSpec {
     /// Column value predicates, run in the range server; absent: none.
     #[prost(message, optional, tag = "18")]
     pub value_predicates: Option<WireValuePredicates>,
+    // Tag 19 is the aggregate.
+    /// The row intervals count as one interval for the limits.
+    #[prost(bool, tag = "20")]
+    pub one_interval: bool,
+    /// SCAN_AND_FILTER_ROWS: step through the rows instead of seeking to each interval.
+    #[prost(bool, tag = "21")]
+    pub scan_and_filter: bool,
+    /// Key-part predicates over a composite row key; absent: none.
+    #[prost(message, optional, tag = "22")]
+    pub row_skip: Option<WireRowSkip>,
 }
 
 /// `rs.scan`.
@@ -611,6 +691,9 @@ impl From<&ScanSpec> for WireScanSpec {
             no_cache: s.no_cache,
             iterators: s.iterators.iter().map(WireScanIterator::from).collect(),
             value_predicates: s.value_predicates.as_ref().map(WireValuePredicates::from),
+            one_interval: s.one_interval,
+            scan_and_filter: s.scan_and_filter,
+            row_skip: s.row_skip.as_ref().map(WireRowSkip::from),
         }
     }
 }
@@ -658,6 +741,9 @@ impl TryFrom<WireScanSpec> for ScanSpec {
                 .value_predicates
                 .map(ValuePredicates::try_from)
                 .transpose()?,
+            one_interval: s.one_interval,
+            scan_and_filter: s.scan_and_filter,
+            row_skip: s.row_skip.map(RowSkip::try_from).transpose()?,
         })
     }
 }

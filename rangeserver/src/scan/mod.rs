@@ -9,6 +9,7 @@ pub mod candidates;
 pub mod visible;
 
 use common::key::{self, KeyRef};
+use common::row_key::{Navigate, RowSkip};
 
 use crate::error::{Error, Result};
 use crate::iterators::SeekRange;
@@ -50,15 +51,25 @@ impl Interval<'_> {
     }
 }
 
+/// Intervals as (start key, end key), in start-key order (`None`: unbounded).
+type KeyBounds = Vec<(Vec<u8>, Option<Vec<u8>>)>;
+
 /// Applies a scan's intervals, regexes and limits to a cursor of visible cells.
 pub struct SpecFilter<I: ScanSource> {
     src: I,
     /// Intervals as (start key, end key), in start-key order: bounds compared bytewise with
     /// encoded keys, so no key is decoded to test them.
-    intervals: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    intervals: KeyBounds,
     next_interval: usize,
     /// The end key of the current interval (`Some(None)`: unbounded).
     current: Option<Option<Vec<u8>>>,
+    /// SCAN_AND_FILTER_ROWS: the rows to keep, as (start key, end key) in order, while one
+    /// interval from the first start to the last end is stepped through; and the first of
+    /// them not yet passed.
+    filter_rows: Option<(KeyBounds, usize)>,
+    /// The intervals share one count of rows and cells (see `ScanSpec::one_interval`).
+    one_interval: bool,
+    row_skip: Option<RowSkip>,
     row_regex: Option<regex::bytes::Regex>,
     value_regex: Option<regex::bytes::Regex>,
     row_limit: u64,
@@ -85,7 +96,7 @@ pub struct SpecFilter<I: ScanSource> {
 impl<I: ScanSource> SpecFilter<I> {
     /// A filter over `src` that starts at the first interval (no seek needed by the caller).
     pub fn new(src: I, spec: &ScanSpec) -> Result<Self> {
-        let mut intervals: Vec<(Vec<u8>, Option<Vec<u8>>)> = spec
+        let mut intervals: KeyBounds = spec
             .row_intervals
             .iter()
             .map(Interval::Rows)
@@ -101,11 +112,35 @@ impl<I: ScanSource> SpecFilter<I> {
                 "OFFSET and CELL_OFFSET cannot be combined".into(),
             ));
         }
+        let mut filter_rows = None;
+        if spec.scan_and_filter {
+            if !spec.one_interval || !spec.cell_intervals.is_empty() {
+                return Err(Error::InvalidInput(
+                    "a scan-and-filter scan needs row intervals counted as one interval".into(),
+                ));
+            }
+            if intervals.windows(2).any(|w| match &w[0].1 {
+                Some(end) => end.as_slice() > w[1].0.as_slice(),
+                None => true,
+            }) {
+                return Err(Error::InvalidInput(
+                    "the row intervals of a scan-and-filter scan overlap".into(),
+                ));
+            }
+            let span = (
+                intervals[0].0.clone(),
+                intervals.last().and_then(|i| i.1.clone()),
+            );
+            filter_rows = Some((std::mem::replace(&mut intervals, vec![span]), 0));
+        }
         let mut f = Self {
             src,
             intervals,
             next_interval: 0,
             current: None,
+            filter_rows,
+            one_interval: spec.one_interval,
+            row_skip: spec.row_skip.clone(),
             row_regex: spec.row_regex.clone(),
             value_regex: spec.value_regex.clone(),
             row_limit: spec.row_limit,
@@ -179,15 +214,26 @@ impl<I: ScanSource> SpecFilter<I> {
         let range = SeekRange::new(start.clone(), end.clone());
         self.src.seek(&range)?;
         self.current = Some(end.clone());
-        self.rows_started = 0;
-        self.cells_passed = 0;
-        self.cells_returned = 0;
         self.cur_row.clear();
         self.row_counted = false;
         self.cur_family = u16::MAX;
         self.family_cells = 0;
         self.need_next = false;
+        if self.one_interval && self.next_interval > 1 {
+            return Ok(true);
+        }
+        self.rows_started = 0;
+        self.cells_passed = 0;
+        self.cells_returned = 0;
         Ok(true)
+    }
+
+    /// Ends the current interval because a limit was reached: with `one_interval`, the scan.
+    fn limit_reached(&mut self) {
+        self.current = None;
+        if self.one_interval {
+            self.next_interval = self.intervals.len();
+        }
     }
 
     fn advance(&mut self) -> Result<()> {
@@ -216,12 +262,39 @@ impl<I: ScanSource> SpecFilter<I> {
                 self.current = None;
                 continue;
             }
+            if let Some((rows, at)) = &mut self.filter_rows {
+                match in_rows(rows, at, self.src.key()) {
+                    None => {
+                        self.current = None;
+                        continue;
+                    }
+                    Some(false) => {
+                        self.src.next()?;
+                        continue;
+                    }
+                    Some(true) => {}
+                }
+            }
             let k = KeyRef::from_trusted(self.src.key())?;
             if !key::bytes_eq(k.row_prefix(), &self.cur_row) {
                 self.cur_row.clear();
                 self.cur_row.extend_from_slice(k.row_prefix());
                 self.row_counted = false;
                 self.cur_family = u16::MAX;
+                if let Some(skip) = &self.row_skip {
+                    match skip.navigate(&k.row()) {
+                        Navigate::Include => {}
+                        Navigate::SeekRow(r) => {
+                            self.seek_within(key::row_start(&r))?;
+                            continue;
+                        }
+                        Navigate::Done => {
+                            self.current = None;
+                            self.next_interval = self.intervals.len();
+                            continue;
+                        }
+                    }
+                }
                 if let Some(re) = &self.row_regex
                     && !re.is_match(&k.row())
                 {
@@ -254,7 +327,7 @@ impl<I: ScanSource> SpecFilter<I> {
                 if self.row_limit > 0
                     && self.rows_started > self.row_offset.saturating_add(self.row_limit)
                 {
-                    self.current = None;
+                    self.limit_reached();
                     continue;
                 }
             }
@@ -269,7 +342,7 @@ impl<I: ScanSource> SpecFilter<I> {
                 continue;
             }
             if self.cell_limit > 0 && self.cells_returned >= self.cell_limit {
-                self.current = None;
+                self.limit_reached();
                 continue;
             }
             self.cells_returned += 1;
@@ -278,4 +351,18 @@ impl<I: ScanSource> SpecFilter<I> {
             return Ok(());
         }
     }
+}
+
+/// Whether the key `k` lies in one of `rows` (intervals as (start key, end key), in order;
+/// keys come in order, and `at` is the first interval not yet passed), or `None` when it lies
+/// past the last of them.
+fn in_rows(rows: &[(Vec<u8>, Option<Vec<u8>>)], at: &mut usize, k: &[u8]) -> Option<bool> {
+    while let Some((_, end)) = rows.get(*at) {
+        match end {
+            Some(e) if key::bytes_cmp(k, e).is_ge() => *at += 1,
+            _ => break,
+        }
+    }
+    let (start, _) = rows.get(*at)?;
+    Some(key::bytes_cmp(k, start).is_ge())
 }
