@@ -5,10 +5,10 @@
 use std::ops::Bound;
 
 use common::iterators::{IterOptions, ScanIterator, ValuePredicate, ValuePredicates, ValueTest};
+use common::row_key::{PartLayout, RowSkip};
 use common::scan_spec::{
     CellInterval, CellPos, ColumnSelector, QualifierMatch, RowInterval, ScanSpec,
 };
-use common::row_key::{PartLayout, RowSkip};
 use proptest::prelude::*;
 use prost::Message as _;
 use proto::rs::messages::{WireColumn, WireScanSpec, WireValuePredicates, WireValueTest};
@@ -127,11 +127,7 @@ prop_compose! {
 fn row_skip() -> impl Strategy<Value = RowSkip> {
     let range = (bound(bytes(4)), bound(bytes(4)));
     prop::collection::vec(
-        (
-            0u16..300,
-            any::<bool>(),
-            prop::collection::vec(range, 0..3),
-        ),
+        (0u16..300, any::<bool>(), prop::collection::vec(range, 0..3)),
         1..4,
     )
     .prop_flat_map(|parts| {
