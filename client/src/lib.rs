@@ -7,6 +7,7 @@
 //! the table name). Callers resolve relative names against their current namespace first.
 //! Calls are blocking: make them from plain threads, not from inside an async task.
 
+pub mod aggregate;
 pub mod cluster;
 
 pub use common::{Cell, Mutation, ScanSpec, TableSchema};
@@ -59,7 +60,22 @@ pub trait Client: Send + Sync {
     /// A buffered writer to a table.
     fn mutator(&self, table: &str) -> Result<Box<dyn TableMutator>>;
     /// A streaming reader of a table: cells arrive as they are found, memory stays bounded.
+    /// `spec.aggregate` is ignored: a scanner returns cells.
     fn scanner(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn TableScanner>>;
+
+    /// Aggregates a scan (`spec.aggregate` names the columns): the partial of the cells
+    /// `scanner` would return for the same spec, newest version of each cell. The embedded
+    /// database folds in its engine and a cluster on its range servers (scans with limits are
+    /// folded on the client); this default folds a scanner's cells here.
+    fn aggregate(
+        &self,
+        table: &str,
+        mut spec: ScanSpec,
+    ) -> Result<common::aggregate::AggregatePartial> {
+        let agg = aggregate::take_aggregate(&mut spec)?;
+        let mut scanner = self.scanner(table, spec)?;
+        aggregate::fold_scanner(scanner.as_mut(), &agg)
+    }
 
     /// Compacts one table (or all with `None`) and waits for it.
     fn compact(&self, table: Option<&str>, kind: CompactionKind) -> Result<()>;

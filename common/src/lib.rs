@@ -2,6 +2,7 @@
 //!
 //! Nothing in here does I/O; every other crate depends on this one.
 
+pub mod aggregate;
 pub mod codec;
 pub mod iterators;
 pub mod key;

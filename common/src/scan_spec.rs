@@ -193,6 +193,9 @@ pub struct ScanSpec {
     pub scan_and_filter: bool,
     /// Key-part predicates over a composite row key, applied inside every interval.
     pub row_skip: Option<crate::row_key::RowSkip>,
+    /// Aggregate the scanned cells instead of returning them (`Engine::aggregate`, `rs.scan`,
+    /// `Client::aggregate`; a plain scan ignores it). `None`: return cells.
+    pub aggregate: Option<crate::aggregate::Aggregate>,
 }
 
 impl ScanSpec {
@@ -220,6 +223,7 @@ impl ScanSpec {
             one_interval: self.one_interval,
             scan_and_filter: self.scan_and_filter,
             row_skip: self.row_skip.clone(),
+            aggregate: self.aggregate.clone(),
         }
     }
 }
@@ -248,6 +252,7 @@ impl Default for ScanSpec {
             one_interval: false,
             scan_and_filter: false,
             row_skip: None,
+            aggregate: None,
         }
     }
 }

@@ -410,6 +410,15 @@ impl Client for EmbeddedClient {
         Ok(Box::new(EmbeddedScanner { inner }))
     }
 
+    fn aggregate(
+        &self,
+        table: &str,
+        spec: ScanSpec,
+    ) -> Result<common::aggregate::AggregatePartial> {
+        // The engine folds the cells as it reads them, limits included.
+        Ok(self.engine.aggregate(self.table_id(table)?, &spec)?)
+    }
+
     fn compact(&self, table: Option<&str>, kind: CompactionKind) -> Result<()> {
         let id = table.map(|t| self.table_id(t)).transpose()?;
         let kind = match kind {

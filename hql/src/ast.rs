@@ -501,12 +501,58 @@ pub struct Select {
     pub options: SelectOptions,
 }
 
-/// `*` or a list of column selectors.
+/// `*`, a list of column selectors, or (SELECT only) a list of aggregates.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub enum Columns {
     #[default]
     All,
     List(Vec<ColumnSelector>),
+    /// `COUNT(*), SUM(f), ...`: one line of values instead of cells (ht extension).
+    Aggregates(Vec<Aggregate>),
+}
+
+/// One aggregate of a select list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Aggregate {
+    /// `COUNT(*)`: the rows the select returns.
+    CountRows,
+    /// `COUNT(f)`, `SUM(f)`, ...: over the decimal values of a column (`family[:qualifier]`).
+    Column {
+        func: AggregateFunc,
+        column: ColumnRef,
+    },
+}
+
+/// An aggregate function of a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AggregateFunc {
+    Count,
+    Sum,
+    Avg,
+    Min,
+    Max,
+}
+
+impl AggregateFunc {
+    /// Every function, with how it is written.
+    pub const ALL: [(&'static str, AggregateFunc); 5] = [
+        ("COUNT", Self::Count),
+        ("SUM", Self::Sum),
+        ("AVG", Self::Avg),
+        ("MIN", Self::Min),
+        ("MAX", Self::Max),
+    ];
+
+    /// How it is written.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            Self::Count => "COUNT",
+            Self::Sum => "SUM",
+            Self::Avg => "AVG",
+            Self::Min => "MIN",
+            Self::Max => "MAX",
+        }
+    }
 }
 
 /// One selected column.

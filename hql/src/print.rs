@@ -4,7 +4,7 @@
 use std::fmt::{self, Display, Formatter, Write as _};
 
 use crate::ast::{
-    AccessGroupDef, AccessGroupOptions, AlterAction, CellInterval, CellKey, CellValue,
+    AccessGroupDef, AccessGroupOptions, Aggregate, AlterAction, CellInterval, CellKey, CellValue,
     ColumnOptions, ColumnPredicate, ColumnRef, ColumnSelector, Columns, CompactTarget,
     CreateTableBody, DataSource, Definition, DeleteColumns, DeleteTime, IteratorDef, Justify,
     KeyValue, KindCall, LoadTarget, PartPredicate, PartTest, Predicate, RelOp, RowInterval,
@@ -356,6 +356,10 @@ impl Display for Columns {
         match self {
             Self::All => f.write_char('*'),
             Self::List(l) => comma_list(f, l, |f, c| c.fmt(f)),
+            Self::Aggregates(l) => comma_list(f, l, |f, a| match a {
+                Aggregate::CountRows => f.write_str("COUNT(*)"),
+                Aggregate::Column { func, column } => write!(f, "{}({column})", func.keyword()),
+            }),
         }
     }
 }

@@ -439,6 +439,14 @@ impl Shell {
                 let _ = out.flush();
                 match r {
                     Ok(()) => {
+                        // Notes go with the messages: stdout keeps only the result.
+                        for note in &self.exec.summary().notes {
+                            if self.opts.test_mode {
+                                let _ = writeln!(out, "Note: {note}");
+                            } else {
+                                let _ = writeln!(err, "Note: {note}");
+                            }
+                        }
                         if !self.opts.test_mode {
                             let s = self.exec.summary();
                             if let Some(cells) = s.cells {

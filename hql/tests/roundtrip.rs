@@ -278,6 +278,25 @@ fn columns() -> impl Strategy<Value = Columns> {
     ]
 }
 
+fn aggregate() -> impl Strategy<Value = Aggregate> {
+    prop_oneof![
+        Just(Aggregate::CountRows),
+        (
+            prop::sample::select(AggregateFunc::ALL.to_vec()),
+            column_ref()
+        )
+            .prop_map(|((_, func), column)| Aggregate::Column { func, column }),
+    ]
+}
+
+/// SELECT's list: also aggregates (DUMP TABLE has none).
+fn select_columns() -> impl Strategy<Value = Columns> {
+    prop_oneof![
+        3 => columns(),
+        1 => vec(aggregate(), 1..5).prop_map(Columns::Aggregates),
+    ]
+}
+
 fn cell_key() -> impl Strategy<Value = CellKey> {
     (text(), text()).prop_map(|(row, column)| CellKey { row, column })
 }
@@ -430,7 +449,7 @@ fn select_options() -> BoxedStrategy<SelectOptions> {
 fn select() -> BoxedStrategy<Statement> {
     (
         any::<bool>(),
-        columns(),
+        select_columns(),
         nonempty_text(),
         predicates(),
         select_options(),

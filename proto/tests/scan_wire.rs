@@ -4,6 +4,7 @@
 
 use std::ops::Bound;
 
+use common::aggregate::{Aggregate, AggregateColumn};
 use common::iterators::{IterOptions, ScanIterator, ValuePredicate, ValuePredicates, ValueTest};
 use common::row_key::{PartLayout, RowSkip};
 use common::scan_spec::{
@@ -83,6 +84,15 @@ fn value_predicates() -> impl Strategy<Value = ValuePredicates> {
         .prop_map(|(tests, output)| ValuePredicates { tests, output })
 }
 
+fn aggregate() -> impl Strategy<Value = Aggregate> {
+    prop::collection::vec(
+        (any::<u8>(), prop::option::of(bytes(6)))
+            .prop_map(|(family, qualifier)| AggregateColumn { family, qualifier }),
+        0..4,
+    )
+    .prop_map(|columns| Aggregate { columns })
+}
+
 prop_compose! {
     fn scan_spec()(
         rows in prop::collection::vec((bound(bytes(8)), bound(bytes(8))), 0..3),
@@ -96,6 +106,7 @@ prop_compose! {
         value_predicates in prop::option::of(value_predicates()),
         interval_flags in (any::<bool>(), any::<bool>()),
         row_skip in prop::option::of(row_skip()),
+        aggregate in prop::option::of(aggregate()),
     ) -> ScanSpec {
         ScanSpec {
             row_intervals: rows.into_iter().map(|(start, end)| RowInterval { start, end }).collect(),
@@ -119,6 +130,7 @@ prop_compose! {
             one_interval: interval_flags.0,
             scan_and_filter: interval_flags.1,
             row_skip,
+            aggregate,
         }
     }
 }

@@ -61,6 +61,10 @@ pub(crate) struct Inner {
     rng: Mutex<StdRng>,
     /// Scan requests sent to range servers (see [`ClusterClient::scan_requests`]).
     scan_requests: AtomicU64,
+    /// Cells received from range servers by scans (see [`ClusterClient::scan_cells`]).
+    scan_cells: AtomicU64,
+    /// Aggregate partials received from range servers.
+    scan_partials: AtomicU64,
 }
 
 /// A database on a cluster of processes.
@@ -80,6 +84,17 @@ impl ClusterClient {
     /// ranges on a server, or per batch of a key set's intervals; retries included).
     pub fn scan_requests(&self) -> u64 {
         self.inner.scan_requests.load(Ordering::Relaxed)
+    }
+
+    /// Cells this client's scans have received from range servers (before its own limits).
+    pub fn scan_cells(&self) -> u64 {
+        self.inner.scan_cells.load(Ordering::Relaxed)
+    }
+
+    /// Aggregate partials this client's aggregating scans have received from range servers
+    /// (one per completed part).
+    pub fn scan_partials(&self) -> u64 {
+        self.inner.scan_partials.load(Ordering::Relaxed)
     }
 
     /// Connects to the cluster whose Hyperspace replicas are `opts.hyperspace`, presenting
@@ -114,6 +129,8 @@ impl ClusterClient {
                 master: tokio::sync::Mutex::new(None),
                 rng: Mutex::new(StdRng::seed_from_u64(seed)),
                 scan_requests: AtomicU64::new(0),
+                scan_cells: AtomicU64::new(0),
+                scan_partials: AtomicU64::new(0),
             }),
             rt,
         })
@@ -241,8 +258,10 @@ impl Client for ClusterClient {
         )))
     }
 
-    fn scanner(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn TableScanner>> {
+    fn scanner(&self, table: &str, mut spec: ScanSpec) -> Result<Box<dyn TableScanner>> {
         let table_id = self.run(self.inner.table_id(table))?;
+        // A scanner returns cells: servers must not answer with partials.
+        spec.aggregate = None;
         if spec.row_offset > 0 && spec.cell_offset > 0 {
             return Err(ClientError::InvalidInput(
                 "OFFSET and CELL_OFFSET cannot be combined".into(),
@@ -254,6 +273,22 @@ impl Client for ClusterClient {
             table_id,
             spec,
         )))
+    }
+
+    fn aggregate(
+        &self,
+        table: &str,
+        mut spec: ScanSpec,
+    ) -> Result<common::aggregate::AggregatePartial> {
+        let agg = crate::aggregate::take_aggregate(&mut spec)?;
+        if common::aggregate::has_limits(&spec) {
+            // Limits count per interval across ranges and servers: fold the limited cells here.
+            let mut scanner = self.scanner(table, spec)?;
+            return crate::aggregate::fold_scanner(scanner.as_mut(), &agg);
+        }
+        let table_id = self.run(self.inner.table_id(table))?;
+        spec.aggregate = Some(agg.clone());
+        self.run(scanner::aggregate_table(&self.inner, table_id, spec, &agg))
     }
 
     fn compact(&self, table: Option<&str>, kind: CompactionKind) -> Result<()> {

@@ -7,6 +7,7 @@ use std::sync::atomic::Ordering;
 
 use ::proto::rs::client::RsError;
 use ::proto::rs::messages::PackedCells;
+use common::aggregate::{Aggregate, AggregateFold, AggregatePartial};
 use common::key::Cell;
 use common::scan_spec::{CellInterval, CellPos, RowInterval};
 use common::{ErrorKind, RowRange, ScanSpec, row_range};
@@ -38,7 +39,7 @@ impl ClusterScanner {
     ) -> Self {
         let (tx, rx) = mpsc::channel(inner.opts.scan_queue_blocks.max(1));
         rt.spawn(async move {
-            let res = scan_table(&inner, table_id, spec, &tx).await;
+            let res = scan_table(&inner, table_id, spec, &mut Output::Cells(&tx)).await;
             if let Err(e) = res {
                 let _ = tx.send(Err(e)).await;
             }
@@ -187,6 +188,41 @@ impl Interval {
     }
 }
 
+/// Where the parts of a scan go: their cells to a reader (limits applied here), or their
+/// aggregate partials (`ScanSpec.aggregate`, no limits) added up.
+pub(super) enum Output<'a> {
+    Cells(&'a mpsc::Sender<Result<PackedCells>>),
+    Aggregate {
+        agg: &'a Aggregate,
+        total: &'a mut AggregatePartial,
+    },
+}
+
+/// Aggregates a scan without limits on the range servers: each part (a run of ranges on one
+/// server, or a batch of a key set's intervals there) answers with partials, added up here.
+pub(super) async fn aggregate_table(
+    inner: &Inner,
+    table_id: u32,
+    spec: ScanSpec,
+    agg: &Aggregate,
+) -> Result<AggregatePartial> {
+    let mut total = AggregatePartial::empty(agg);
+    let mut out = Output::Aggregate {
+        agg,
+        total: &mut total,
+    };
+    scan_table(inner, table_id, spec, &mut out).await?;
+    Ok(total)
+}
+
+/// Folds the cells of a block into `fold`.
+fn fold_block(fold: &mut AggregateFold, mut block: PackedCells) -> std::result::Result<(), String> {
+    while let Some(c) = block.next_ref()? {
+        fold.cell(c.row, c.family, c.qualifier, c.timestamp, c.value);
+    }
+    Ok(())
+}
+
 /// How one part of a scan (one `rs.scan` to one server) ended.
 enum PartEnd {
     /// The server sent all of it.
@@ -204,14 +240,16 @@ enum PartEnd {
     },
 }
 
-/// Sends `part_spec` to `location` and streams what comes back through `limiter` into `tx`.
+/// Sends `part_spec` to `location` and streams what comes back through `limiter` into `out`
+/// (an aggregating part's partials are added to the total only once the part is complete; a
+/// part that broke off is asked again whole).
 async fn run_part(
     inner: &Inner,
     table_id: u32,
     location: &str,
     part_spec: &ScanSpec,
     limiter: &mut Limiter,
-    tx: &mpsc::Sender<Result<PackedCells>>,
+    out: &mut Output<'_>,
 ) -> Result<PartEnd> {
     inner.scan_requests.fetch_add(1, Ordering::Relaxed);
     let judged_before = limiter.judged;
@@ -220,10 +258,26 @@ async fn run_part(
         Err(e) => Err(unreachable_server(e)),
     };
     let mut taken = 0u64;
+    // The cells an aggregating part got instead of partials, folded here: a server that does
+    // not know aggregates (field 19) ignores it and sends the plain scan's cells.
+    let mut folded: Option<AggregateFold> = None;
     let failure = match stream {
         Ok(mut s) => loop {
             match s.next_block().await {
                 Ok(Some(block)) => {
+                    inner
+                        .scan_cells
+                        .fetch_add(u64::from(block.remaining()), Ordering::Relaxed);
+                    let tx = match out {
+                        Output::Cells(tx) => tx,
+                        Output::Aggregate { agg, .. } => {
+                            let f = folded.get_or_insert_with(|| AggregateFold::new(agg));
+                            match fold_block(f, block) {
+                                Ok(()) => continue,
+                                Err(e) => break Some(RsError::BadReply(e)),
+                            }
+                        }
+                    };
                     taken += u64::from(block.remaining());
                     let (runs, end) = match limiter.judge_block(block) {
                         Ok(judged) => judged,
@@ -238,7 +292,27 @@ async fn run_part(
                         return Ok(PartEnd::Stop);
                     }
                 }
-                Ok(None) => break None,
+                Ok(None) => {
+                    if let Output::Aggregate { agg, total } = out {
+                        let part = match (s.take_partial(), folded.take()) {
+                            (Some(_), Some(_)) => {
+                                break Some(RsError::BadReply(
+                                    "an aggregating scan got both partials and cells".into(),
+                                ));
+                            }
+                            (Some(p), None) => {
+                                inner.scan_partials.fetch_add(1, Ordering::Relaxed);
+                                p
+                            }
+                            (None, Some(f)) => f.finish(),
+                            (None, None) => AggregatePartial::empty(agg),
+                        };
+                        if let Err(e) = total.merge(&part) {
+                            break Some(RsError::BadReply(e));
+                        }
+                    }
+                    break None;
+                }
                 Err(e) => break Some(e),
             }
         },
@@ -296,7 +370,7 @@ pub(super) async fn scan_table(
     inner: &Inner,
     table_id: u32,
     spec: ScanSpec,
-    tx: &mpsc::Sender<Result<PackedCells>>,
+    out: &mut Output<'_>,
 ) -> Result<()> {
     let mut intervals: Vec<Interval> = spec
         .row_intervals
@@ -319,7 +393,7 @@ pub(super) async fn scan_table(
         && spec.cell_intervals.is_empty()
         && disjoint_in_order(&spans)
     {
-        return scan_batched(inner, table_id, &spec, &intervals, &spans, tx).await;
+        return scan_batched(inner, table_id, &spec, &intervals, &spans, out).await;
     }
     for (interval, span) in intervals.iter().zip(&spans) {
         let mut limiter = Limiter::new(&spec);
@@ -341,7 +415,7 @@ pub(super) async fn scan_table(
             part_spec.row_offset = 0;
             part_spec.cell_limit = 0;
             part_spec.cell_offset = 0;
-            match run_part(inner, table_id, &location, &part_spec, &mut limiter, tx).await? {
+            match run_part(inner, table_id, &location, &part_spec, &mut limiter, out).await? {
                 PartEnd::Gone => return Ok(()),
                 PartEnd::Stop => break,
                 PartEnd::Retry {
@@ -412,7 +486,7 @@ async fn scan_batched(
     spec: &ScanSpec,
     intervals: &[Interval],
     spans: &[RowRange],
-    tx: &mpsc::Sender<Result<PackedCells>>,
+    out: &mut Output<'_>,
 ) -> Result<()> {
     let per_request = inner.opts.scan_intervals_per_request.max(1);
     let max_bytes = inner.opts.scan_interval_bytes_per_request;
@@ -466,7 +540,7 @@ async fn scan_batched(
                 }
             })
             .collect();
-        match run_part(inner, table_id, &location, &part_spec, &mut limiter, tx).await? {
+        match run_part(inner, table_id, &location, &part_spec, &mut limiter, out).await? {
             PartEnd::Gone | PartEnd::Stop => return Ok(()),
             PartEnd::Retry {
                 resume,

@@ -5,6 +5,7 @@
 //! schema building lives in [`schema`], reads in [`select`], writes in [`write`], dumps in
 //! [`dump`]. Shell commands (help, source, pause, ...) are the shell's business, not this one's.
 
+mod aggregate;
 mod dump;
 mod explain;
 mod keyset;
@@ -68,6 +69,8 @@ pub struct Summary {
     pub cells: Option<u64>,
     /// What a LOAD DATA INFILE did.
     pub report: Option<crate::load::LoadReport>,
+    /// Notes about the result (an aggregate's cells that are not numbers), one line each.
+    pub notes: Vec<String>,
 }
 
 /// Runs statements against one database, keeping the current namespace.
@@ -222,12 +225,17 @@ impl Executor {
             }
             Statement::Insert(i) => write::insert(self, i),
             Statement::Delete(d) => write::delete(self, d),
-            Statement::Explain(s) => explain::explain(self, s, out),
-            Statement::Select(s) => {
-                let cells = select::select(self, s, out)?;
-                self.summary.cells = Some(cells);
-                Ok(())
-            }
+            Statement::Select(s) => match &s.columns {
+                crate::ast::Columns::Aggregates(list) => {
+                    self.summary.notes = aggregate::select(self, s, list, out)?;
+                    Ok(())
+                }
+                _ => {
+                    let cells = select::select(self, s, out)?;
+                    self.summary.cells = Some(cells);
+                    Ok(())
+                }
+            },
             Statement::DumpTable(d) => {
                 let cells = dump::dump_table(self, d, out)?;
                 self.summary.cells = Some(cells);

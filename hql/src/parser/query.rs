@@ -103,6 +103,73 @@ fn columns(i: &str) -> PResult<'_, Columns> {
     Ok((i, Columns::List(list)))
 }
 
+/// `COUNT(*)` or `FUNC(family[:qualifier])`; a name not followed by `(` is not one.
+fn aggregate(i: &str) -> PResult<'_, Aggregate> {
+    for (word, func) in AggregateFunc::ALL {
+        let Ok((rest, ())) = kw(word)(i) else {
+            continue;
+        };
+        let Ok((rest, ())) = p("(")(rest) else {
+            break;
+        };
+        if let Ok((rest, ())) = p("*")(rest) {
+            if func != AggregateFunc::Count {
+                return failure(
+                    ws(i),
+                    format!("{word}(*) is not an aggregate; only COUNT(*) is"),
+                );
+            }
+            let (rest, ()) = p(")")(rest)?;
+            return Ok((rest, Aggregate::CountRows));
+        }
+        let (rest, column) = column_ref(rest)?;
+        let (rest, ()) = p(")")(rest)?;
+        return Ok((rest, Aggregate::Column { func, column }));
+    }
+    fail(ws(i), || "aggregate".to_string())
+}
+
+/// SELECT's list: `*`, column selectors, or aggregates, which cannot be mixed with columns.
+fn select_columns(i: &str) -> PResult<'_, Columns> {
+    const MIXED: &str = "aggregates (COUNT, SUM, AVG, MIN, MAX) cannot be mixed with columns \
+                         in a select list";
+    let first = match aggregate(i) {
+        Ok(first) => Some(first),
+        Err(nom::Err::Error(_)) => None,
+        Err(e) => return Err(e),
+    };
+    if let Some((mut i, first)) = first {
+        let mut list = vec![first];
+        while let Ok((rest, ())) = p(",")(i) {
+            match aggregate(rest) {
+                Ok((rest, a)) => {
+                    list.push(a);
+                    i = rest;
+                }
+                Err(nom::Err::Error(_)) if column_selector(rest).is_ok() => {
+                    return failure(ws(rest), MIXED);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        return Ok((i, Columns::Aggregates(list)));
+    }
+    if let Ok((i, ())) = p("*")(i) {
+        return Ok((i, Columns::All));
+    }
+    let (mut i, first) = column_selector(i)?;
+    let mut list = vec![first];
+    while let Ok((rest, ())) = p(",")(i) {
+        if aggregate(rest).is_ok() {
+            return failure(ws(rest), MIXED);
+        }
+        let (rest, c) = column_selector(rest)?;
+        list.push(c);
+        i = rest;
+    }
+    Ok((i, Columns::List(list)))
+}
+
 /// A relational operator, longest match first.
 pub fn relop(i: &str) -> PResult<'_, RelOp> {
     let at = ws(i);
@@ -507,7 +574,7 @@ pub fn select(i: &str) -> PResult<'_, Statement> {
         Ok((rest, ())) if kw("FROM")(rest).is_err() => (rest, true),
         _ => (i, false),
     };
-    let (i, columns) = columns(i)?;
+    let (i, columns) = select_columns(i)?;
     let (i, ()) = kw("FROM")(i)?;
     let (i, table) = name("table name")(i)?;
     let (i, predicates) = where_clause(i)?;

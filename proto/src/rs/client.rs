@@ -386,6 +386,7 @@ impl RangeServerClient {
             stream,
             block: PackedCells::new(Bytes::new(), 0),
             blocks: 0,
+            partial: None,
         })
     }
 
@@ -428,6 +429,8 @@ pub struct CellStream {
     /// What is left of the last block received.
     block: PackedCells,
     blocks: u64,
+    /// The partials of an aggregating scan received so far, merged.
+    partial: Option<common::aggregate::AggregatePartial>,
 }
 
 impl CellStream {
@@ -444,8 +447,31 @@ impl CellStream {
         }
     }
 
+    /// Merges a block's aggregate partial (which comes without cells) into those received.
+    fn add_partial(&mut self, p: WireAggregatePartial, count: u32) -> Result<(), RsError> {
+        if count > 0 {
+            return Err(RsError::BadReply(
+                "a block carries both cells and an aggregate partial".into(),
+            ));
+        }
+        let p = common::aggregate::AggregatePartial::try_from(p).map_err(RsError::BadReply)?;
+        match &mut self.partial {
+            Some(mine) => mine.merge(&p).map_err(RsError::BadReply)?,
+            None => self.partial = Some(p),
+        }
+        Ok(())
+    }
+
+    /// The merged partials of an aggregating scan (`ScanSpec.aggregate`), once
+    /// [`CellStream::next_block`] has returned `Ok(None)`; `None` if the server sent none (a
+    /// server that does not know aggregates sends the scan's cells instead).
+    pub fn take_partial(&mut self) -> Option<common::aggregate::AggregatePartial> {
+        self.partial.take()
+    }
+
     /// The rest of the current block, or the next block the server sends (never empty), its
-    /// cells still packed; `Ok(None)` at the end of the scan.
+    /// cells still packed; `Ok(None)` at the end of the scan. Aggregate partials are kept
+    /// aside ([`CellStream::take_partial`]).
     pub async fn next_block(&mut self) -> Result<Option<PackedCells>, RsError> {
         if self.block.remaining() > 0 {
             let empty = PackedCells::new(Bytes::new(), 0);
@@ -462,6 +488,10 @@ impl CellStream {
                     table_id: n.table_id,
                     row: n.row,
                 });
+            }
+            if let Some(p) = block.aggregate {
+                self.add_partial(p, block.count)?;
+                continue;
             }
             let mut cells = PackedCells::new(block.cells, block.count);
             if cells.remaining() > 0 {

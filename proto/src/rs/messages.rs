@@ -10,9 +10,11 @@ use common::scan_spec::{
     CellInterval, CellPos, ColumnSelector, QualifierMatch, RowInterval, ScanSpec,
 };
 
+use common::aggregate::Aggregate;
 use common::iterators::{ScanIterator, ValuePredicates};
 use common::status::{EngineStats, RangeInfo};
 
+pub use super::aggregate::*;
 pub use super::cells::*;
 pub use super::iterators::*;
 
@@ -380,7 +382,6 @@ pub struct WireScanSpec {
     /// Column value predicates, run in the range server; absent: none.
     #[prost(message, optional, tag = "18")]
     pub value_predicates: Option<WireValuePredicates>,
-    // Tag 19 is the aggregate.
     /// The row intervals count as one interval for the limits.
     #[prost(bool, tag = "20")]
     pub one_interval: bool,
@@ -390,6 +391,9 @@ pub struct WireScanSpec {
     /// Key-part predicates over a composite row key; absent: none.
     #[prost(message, optional, tag = "22")]
     pub row_skip: Option<WireRowSkip>,
+    /// Aggregate instead of returning cells (`rs/aggregate.rs`); absent: return cells.
+    #[prost(message, optional, tag = "19")]
+    pub aggregate: Option<WireAggregate>,
 }
 
 /// `rs.scan`.
@@ -412,6 +416,9 @@ pub struct ScanBlock {
     pub cells: bytes::Bytes,
     #[prost(uint32, tag = "4")]
     pub count: u32,
+    /// A scan with an aggregate answers with blocks carrying a partial each (and no cells).
+    #[prost(message, optional, tag = "5")]
+    pub aggregate: Option<WireAggregatePartial>,
 }
 
 /// A range held by the server. Empty rows are unbounded ends.
@@ -487,7 +494,7 @@ pub fn flag_from_wire(flag: u32) -> Result<CellFlag, String> {
         .ok_or_else(|| format!("unknown cell flag {flag}"))
 }
 
-fn family_from_wire(family: u32) -> Result<u8, String> {
+pub(crate) fn family_from_wire(family: u32) -> Result<u8, String> {
     u8::try_from(family).map_err(|_| format!("family id {family} is above 255"))
 }
 
@@ -694,6 +701,7 @@ impl From<&ScanSpec> for WireScanSpec {
             one_interval: s.one_interval,
             scan_and_filter: s.scan_and_filter,
             row_skip: s.row_skip.as_ref().map(WireRowSkip::from),
+            aggregate: s.aggregate.as_ref().map(WireAggregate::from),
         }
     }
 }
@@ -744,6 +752,7 @@ impl TryFrom<WireScanSpec> for ScanSpec {
             one_interval: s.one_interval,
             scan_and_filter: s.scan_and_filter,
             row_skip: s.row_skip.map(RowSkip::try_from).transpose()?,
+            aggregate: s.aggregate.map(Aggregate::try_from).transpose()?,
         })
     }
 }

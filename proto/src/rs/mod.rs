@@ -1,6 +1,7 @@
 //! The range server's protocol: [`messages`] (every `rs.*` request and reply, packed cells) and
 //! [`client::RangeServerClient`].
 
+pub mod aggregate;
 pub mod cells;
 pub mod client;
 pub mod iterators;

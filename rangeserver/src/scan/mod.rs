@@ -5,6 +5,7 @@
 pub mod spec {
     pub use common::scan_spec::*;
 }
+pub mod aggregate;
 pub mod candidates;
 pub mod visible;
 

@@ -258,21 +258,32 @@ impl RangeServerService {
         );
         let (pieces, snapshot) = self
             .blocking(move |e| {
+                // An aggregating scan is checked, and folds each piece into one partial.
+                let spec = match &spec.aggregate {
+                    Some(_) => {
+                        crate::scan::aggregate::check(&spec)?;
+                        crate::scan::aggregate::narrowed(&spec, &e.schema(table_id)?)
+                    }
+                    None => spec,
+                };
                 let pieces = e.scan_pieces(table_id, &spec, max, piece_bytes);
                 Ok((pieces, Some(e.pin_snapshot())))
             })
             .await?
             .map_err(|e| engine_error(method::SCAN, e))?;
+        let queue = self.options.scan_queue_blocks.max(1);
         let receivers: Vec<_> = pieces
             .into_iter()
-            .map(|piece| {
-                self.engine.scan_stream_at(
-                    req.table_id,
-                    piece,
-                    snapshot,
-                    self.options.scan_queue_blocks.max(1),
-                    move |sc| pack_scan_block(sc, block_cells, block_bytes),
-                )
+            .map(|piece| match piece.aggregate.clone() {
+                Some(agg) => {
+                    self.engine
+                        .scan_stream_at(table_id, piece, snapshot, queue, fold_piece(agg))
+                }
+                None => self
+                    .engine
+                    .scan_stream_at(table_id, piece, snapshot, queue, move |sc| {
+                        pack_scan_block(sc, block_cells, block_bytes)
+                    }),
             })
             .collect();
         // Dropping a receiver (on return, also when a send fails because the client went away)
@@ -321,10 +332,37 @@ fn pack_scan_block(
             not_here: None,
             cells: packed.into(),
             count,
+            aggregate: None,
         }
         .encode_to_vec()
         .into()
     }))
+}
+
+/// The block maker of one piece of an aggregating scan: it folds the piece's cells (across
+/// yields) and then makes one `ScanBlock` carrying the partial and no cells.
+fn fold_piece(
+    agg: common::aggregate::Aggregate,
+) -> impl FnMut(&mut crate::engine::TableScanner) -> Result<Option<Bytes>, Error> + Send + 'static {
+    let mut fold = Some(common::aggregate::AggregateFold::new(&agg));
+    move |sc| {
+        let Some(f) = fold.as_mut() else {
+            return Ok(None);
+        };
+        crate::scan::aggregate::fold_scanner(sc, f)?;
+        if sc.yielded() {
+            return Ok(None);
+        }
+        let partial = fold.take().expect("folding until now").finish();
+        Ok(Some(
+            ScanBlock {
+                aggregate: Some(WireAggregatePartial::from(&partial)),
+                ..Default::default()
+            }
+            .encode_to_vec()
+            .into(),
+        ))
+    }
 }
 
 /// True for the callers that may change tables and ranges: the master and range servers.
