@@ -527,3 +527,154 @@ fn a_filtered_limited_scan_that_breaks_off_and_resumes_matches_the_embedded_data
         "the embedded limited scan",
     );
 }
+
+/// Aggregates over four ranges on two servers: without limits each server folds its ranges and
+/// sends partials (no cell crosses the network; a key set still goes a batch per server), and
+/// the answer equals the embedded database's and the fold of the plain scan's cells; with
+/// limits the client folds the cells it keeps, with the same answer as the embedded database.
+#[test]
+fn aggregates_are_folded_on_the_servers_and_match_the_fold_of_the_plain_scan() {
+    use common::aggregate::{Aggregate, AggregateColumn, AggregatePartial};
+    let TwoServers {
+        cluster: _cluster,
+        client,
+        embedded,
+        ..
+    } = two_servers();
+    // Decimals in `b:n` (negative, with fraction digits) and a few that are not numbers.
+    for c in [&client as &dyn Client, &embedded] {
+        let mut m = c.mutator("/s").expect("mutator");
+        for i in 0..ROWS {
+            let v = match i % 10 {
+                9 => "n/a".to_string(),
+                k if k % 2 == 0 => format!("{i}.{k}"),
+                _ => format!("-{}", i / 2),
+            };
+            m.set(Mutation::insert(format!("row{i:04}"), 2, "n", v))
+                .expect("set");
+        }
+        m.flush().expect("flush");
+    }
+    let agg = Aggregate {
+        columns: vec![
+            AggregateColumn {
+                family: 2,
+                qualifier: Some(b"n".to_vec()),
+            },
+            AggregateColumn {
+                family: 2,
+                qualifier: None,
+            },
+            AggregateColumn {
+                family: 1,
+                qualifier: None,
+            },
+        ],
+    };
+    let fold = |c: &dyn Client, spec: &ScanSpec| -> AggregatePartial {
+        let mut sc = c.scanner("/s", spec.clone()).expect("scanner");
+        client::aggregate::fold_scanner(sc.as_mut(), &agg).expect("fold")
+    };
+    let keys: Vec<String> = (0..2 * ROWS)
+        .step_by(3)
+        .map(|i| format!("row{i:04}"))
+        .collect();
+    let key_set = ScanSpec {
+        row_intervals: keys
+            .iter()
+            .map(|k| RowInterval::row(k.as_bytes()))
+            .collect(),
+        ..ScanSpec::default()
+    };
+    let filtered = with(
+        vec![test(
+            1,
+            None,
+            ValueTest::Regex(regex::bytes::Regex::new("^x[0-3]$").expect("regex")),
+        )],
+        vec![],
+    );
+    let specs = [
+        ("every row", ScanSpec::default()),
+        ("a key set", key_set.clone()),
+        ("a value predicate", filtered.clone()),
+        (
+            "a row interval",
+            ScanSpec {
+                row_intervals: vec![RowInterval {
+                    start: std::ops::Bound::Included(b"row0042".to_vec()),
+                    end: std::ops::Bound::Excluded(b"row0177".to_vec()),
+                }],
+                ..ScanSpec::default()
+            },
+        ),
+    ];
+    for (what, spec) in &specs {
+        let plain = fold(&client, spec);
+        assert!(plain.columns[0].count > 0, "{what}: {plain:?}");
+        let (cells, partials, requests) = (
+            client.scan_cells(),
+            client.scan_partials(),
+            client.scan_requests(),
+        );
+        let on_servers = client
+            .aggregate(
+                "/s",
+                ScanSpec {
+                    aggregate: Some(agg.clone()),
+                    ..spec.clone()
+                },
+            )
+            .expect("cluster aggregate");
+        assert_eq!(on_servers, plain, "{what}: servers' partials vs client fold");
+        assert_eq!(client.scan_cells(), cells, "{what}: no cell crossed the network");
+        let partials = client.scan_partials() - partials;
+        assert!(partials >= 2, "{what}: {partials} partials");
+        assert!(
+            client.scan_requests() - requests <= 5,
+            "{what}: {} requests",
+            client.scan_requests() - requests
+        );
+        let embedded_answer = embedded
+            .aggregate(
+                "/s",
+                ScanSpec {
+                    aggregate: Some(agg.clone()),
+                    ..spec.clone()
+                },
+            )
+            .expect("embedded aggregate");
+        assert_eq!(on_servers, embedded_answer, "{what}: cluster vs embedded");
+        eprintln!(
+            "{what}: {} rows, {} cells folded on the servers into {partials} partials; the \
+             plain scan sends {} cells",
+            on_servers.rows, on_servers.cells, plain.cells
+        );
+    }
+    // Limits count per interval across servers: the client folds what it keeps.
+    for spec in [
+        ScanSpec {
+            row_limit: 7,
+            ..filtered.clone()
+        },
+        ScanSpec {
+            cell_limit: 1,
+            ..key_set.clone()
+        },
+        ScanSpec {
+            cell_offset: 30,
+            cell_limit: 100,
+            ..ScanSpec::default()
+        },
+    ] {
+        let cells = client.scan_cells();
+        let with_agg = ScanSpec {
+            aggregate: Some(agg.clone()),
+            ..spec.clone()
+        };
+        let got = client.aggregate("/s", with_agg.clone()).expect("cluster");
+        assert!(client.scan_cells() > cells, "limited scans send cells");
+        assert_eq!(got, fold(&client, &spec));
+        assert_eq!(got, embedded.aggregate("/s", with_agg).expect("embedded"));
+    }
+}

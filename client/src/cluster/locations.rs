@@ -155,8 +155,13 @@ pub(super) fn route(
 
 /// The range holding `row` (ranges cover every row: checked by [`parse_locations`]).
 pub(super) fn locate<'a>(ranges: &'a [RangeLocation], row: &[u8]) -> &'a RangeLocation {
+    &ranges[locate_index(ranges, row)]
+}
+
+/// The index of the range holding `row` in `ranges`.
+pub(super) fn locate_index(ranges: &[RangeLocation], row: &[u8]) -> usize {
     let i = ranges.partition_point(|r| r.end_row.as_deref().is_some_and(|e| e <= row));
-    &ranges[i.min(ranges.len() - 1)]
+    i.min(ranges.len() - 1)
 }
 
 /// Turns a table's METADATA cells into its ranges, checking that they cover every row.

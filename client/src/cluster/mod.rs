@@ -12,6 +12,7 @@
 mod ddl;
 mod errors;
 pub use ::proto::layout;
+mod batched;
 mod limiter;
 mod locations;
 mod mutator;

@@ -28,6 +28,13 @@ pub struct ClusterOptions {
     /// bytes of their rows.
     pub scan_intervals_per_request: usize,
     pub scan_interval_bytes_per_request: usize,
+    /// Parts of a batched scan (a key set, or an unlimited scan over many ranges: one request
+    /// per run of ranges on one server) fetched at once, so that servers work in parallel; they
+    /// are read in row order (at least 1: one after the other).
+    pub scan_parallel_parts: usize,
+    /// Blocks each part fetched ahead of the one being read may hold: a batched scan holds at
+    /// most `scan_parallel_parts` times this many blocks besides `scan_queue_blocks`.
+    pub scan_part_queue_blocks: usize,
     /// How long a call keeps retrying while ranges move or are recovered.
     pub retry_for: Duration,
     pub hyperspace_options: HsOptions,
@@ -50,6 +57,8 @@ impl ClusterOptions {
             scan_queue_blocks: 4,
             scan_intervals_per_request: 4096,
             scan_interval_bytes_per_request: 4 << 20,
+            scan_parallel_parts: 4,
+            scan_part_queue_blocks: 4,
             retry_for: Duration::from_secs(90),
             hyperspace_options: HsOptions::default(),
             range_server: RangeServerClientOptions {

@@ -14,6 +14,7 @@ use common::{ErrorKind, RowRange, ScanSpec, row_range};
 use tokio::sync::mpsc;
 
 use super::Inner;
+use super::batched::scan_batched;
 use super::errors::unreachable_server;
 use super::limiter::Limiter;
 use super::locations::locate;
@@ -83,7 +84,7 @@ impl TableScanner for ClusterScanner {
 }
 
 /// The row span `[start, end)` of an interval (`None`: unbounded).
-fn interval_rows(i: &Interval) -> RowRange {
+pub(super) fn interval_rows(i: &Interval) -> RowRange {
     match i {
         Interval::Rows(r) => RowRange::new(
             match &r.start {
@@ -118,14 +119,14 @@ fn row_successor(r: &[u8]) -> Vec<u8> {
 }
 
 #[derive(Clone)]
-enum Interval {
+pub(super) enum Interval {
     Rows(RowInterval),
     Cells(CellInterval),
 }
 
 impl Interval {
     /// The encoded key it starts at (the order the engine processes intervals in).
-    fn start_key(&self) -> Vec<u8> {
+    pub(super) fn start_key(&self) -> Vec<u8> {
         match self {
             Self::Rows(r) => r.start_key(),
             Self::Cells(c) => c.start_key(),
@@ -133,7 +134,7 @@ impl Interval {
     }
 
     /// The interval cut to the rows `[start, end)`.
-    fn clamp(&self, start: &Option<Vec<u8>>, end: &Option<Vec<u8>>) -> Interval {
+    pub(super) fn clamp(&self, start: &Option<Vec<u8>>, end: &Option<Vec<u8>>) -> Interval {
         match self {
             Self::Rows(r) => {
                 let mut r = r.clone();
@@ -216,7 +217,7 @@ pub(super) async fn aggregate_table(
 }
 
 /// Folds the cells of a block into `fold`.
-fn fold_block(fold: &mut AggregateFold, mut block: PackedCells) -> std::result::Result<(), String> {
+pub(super) fn fold_block(fold: &mut AggregateFold, mut block: PackedCells) -> std::result::Result<(), String> {
     while let Some(c) = block.next_ref()? {
         fold.cell(c.row, c.family, c.qualifier, c.timestamp, c.value);
     }
@@ -224,7 +225,7 @@ fn fold_block(fold: &mut AggregateFold, mut block: PackedCells) -> std::result::
 }
 
 /// How one part of a scan (one `rs.scan` to one server) ended.
-enum PartEnd {
+pub(super) enum PartEnd {
     /// The server sent all of it.
     Complete,
     /// The limits were reached: the scan is over.
@@ -243,7 +244,7 @@ enum PartEnd {
 /// Sends `part_spec` to `location` and streams what comes back through `limiter` into `out`
 /// (an aggregating part's partials are added to the total only once the part is complete; a
 /// part that broke off is asked again whole).
-async fn run_part(
+pub(super) async fn run_part(
     inner: &Inner,
     table_id: u32,
     location: &str,
@@ -342,7 +343,7 @@ async fn run_part(
 
 /// Waits before retrying a part that failed, with a fresh retry budget if it got somewhere
 /// (locations were dropped; the next attempt finds the new ones).
-async fn retry_wait(
+pub(super) async fn retry_wait(
     inner: &Inner,
     backoff: &mut Backoff,
     progressed: bool,
@@ -388,12 +389,20 @@ pub(super) async fn scan_table(
         && spec.row_offset == 0
         && spec.cell_limit == 0
         && spec.cell_offset == 0;
-    if (unlimited || spec.one_interval)
-        && intervals.len() > 1
+    // Intervals that can go many to a request, and parts to several servers at once: a key
+    // set, or one interval over many ranges without limits.
+    if (unlimited || (spec.one_interval && intervals.len() > 1))
         && spec.cell_intervals.is_empty()
         && disjoint_in_order(&spans)
     {
-        return scan_batched(inner, table_id, &spec, &intervals, &spans, out).await;
+        let rows: Vec<RowInterval> = intervals
+            .into_iter()
+            .map(|i| match i {
+                Interval::Rows(r) => r,
+                Interval::Cells(_) => unreachable!("no cell intervals here"),
+            })
+            .collect();
+        return scan_batched(inner, table_id, &spec, &rows, out).await;
     }
     for (interval, span) in intervals.iter().zip(&spans) {
         let mut limiter = Limiter::new(&spec);
@@ -448,7 +457,7 @@ pub(super) async fn scan_table(
 
 /// The server holding the row `from` and the end of the run of consecutive ranges it holds from
 /// there (`None`: the table's end), the run stopping before ranges outside `span` if given.
-async fn server_run(
+pub(super) async fn server_run(
     inner: &Inner,
     table_id: u32,
     from: &Option<Vec<u8>>,
@@ -472,103 +481,4 @@ async fn server_run(
             Ok((first.location.clone(), end))
         })
         .await
-}
-
-/// A scan of sorted, disjoint row intervals without limits, or with limits over them all
-/// (`one_interval`, applied here as they come): each request to a server carries
-/// the intervals that lie in its run of ranges (at most `scan_intervals_per_request` of them and
-/// `scan_interval_bytes_per_request` bytes of rows), so a key
-/// set of 250K rows costs a request per run of ranges and batch, not one per key. A part that
-/// breaks off resumes at the row it got to, in the interval holding that row.
-async fn scan_batched(
-    inner: &Inner,
-    table_id: u32,
-    spec: &ScanSpec,
-    intervals: &[Interval],
-    spans: &[RowRange],
-    out: &mut Output<'_>,
-) -> Result<()> {
-    let per_request = inner.opts.scan_intervals_per_request.max(1);
-    let max_bytes = inner.opts.scan_interval_bytes_per_request;
-    let span_bytes =
-        |s: &RowRange| s.start.as_ref().map_or(0, Vec::len) + s.end.as_ref().map_or(0, Vec::len);
-    // Without limits the limiter only remembers where the scan got to.
-    let mut limiter = Limiter::new(spec);
-    // The spec of every part, but for its intervals: the limits count here, over all parts.
-    let mut base = spec.clone_without_intervals();
-    base.row_limit = 0;
-    base.row_offset = 0;
-    base.cell_limit = 0;
-    base.cell_offset = 0;
-    let mut backoff = inner.backoff();
-    // The first interval not done, and where in it the next part starts.
-    let mut next = 0;
-    let mut from: Option<Vec<u8>> = spans[0].start.clone();
-    while next < intervals.len() {
-        let (location, run_end) = server_run(inner, table_id, &from, None).await?;
-        let within = |span: &RowRange| match (&run_end, &span.end) {
-            (None, _) => true,
-            (Some(r), Some(e)) => e <= r,
-            (Some(_), None) => false,
-        };
-        // The intervals wholly in the run; the first one may reach past it and is then cut.
-        let mut upto = next + 1;
-        if within(&spans[next]) {
-            let mut bytes = span_bytes(&spans[next]);
-            while upto < intervals.len()
-                && upto - next < per_request
-                && within(&spans[upto])
-                && bytes + span_bytes(&spans[upto]) <= max_bytes
-            {
-                bytes += span_bytes(&spans[upto]);
-                upto += 1;
-            }
-        }
-        let mut part_spec = base.clone();
-        part_spec.row_intervals = intervals[next..upto]
-            .iter()
-            .enumerate()
-            .map(|(n, i)| {
-                let i = if n == 0 {
-                    i.clamp(&from, &run_end)
-                } else {
-                    i.clone()
-                };
-                match i {
-                    Interval::Rows(r) => r,
-                    Interval::Cells(_) => unreachable!("only row intervals are batched"),
-                }
-            })
-            .collect();
-        match run_part(inner, table_id, &location, &part_spec, &mut limiter, out).await? {
-            PartEnd::Gone | PartEnd::Stop => return Ok(()),
-            PartEnd::Retry {
-                resume,
-                progressed,
-                why,
-            } => {
-                if let Some(row) = resume {
-                    // Intervals below the row are done; the one holding it goes on there.
-                    while next < intervals.len()
-                        && spans[next].end.as_ref().is_some_and(|e| *e <= row)
-                    {
-                        next += 1;
-                    }
-                    from = Some(row);
-                }
-                retry_wait(inner, &mut backoff, progressed, why).await?;
-                continue;
-            }
-            PartEnd::Complete => {}
-        }
-        backoff = inner.backoff();
-        if within(&spans[next]) {
-            next = upto;
-            from = spans.get(next).and_then(|s| s.start.clone());
-        } else {
-            // The first interval goes on in the next run.
-            from = run_end;
-        }
-    }
-    Ok(())
 }
