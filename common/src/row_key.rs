@@ -434,6 +434,42 @@ impl RowSkip {
         Navigate::Include
     }
 
+    /// Checks what [`RowSkip::navigate`] relies on: a slot per part, only the last part
+    /// without a width, and each slot's ranges in order, each ending before the next begins
+    /// (only the first may start unbounded, only the last end unbounded). The error names the
+    /// part (by position) and the range.
+    pub fn check(&self) -> Result<(), String> {
+        if self.slots.len() != self.layout.len() {
+            return Err(format!(
+                "{} key-part slots for {} parts",
+                self.slots.len(),
+                self.layout.len()
+            ));
+        }
+        let n = self.layout.len();
+        for (i, (l, slot)) in self.layout.iter().zip(&self.slots).enumerate() {
+            if l.width.is_none() && i + 1 != n {
+                return Err(format!("key part {i}: only the last key part may have no width"));
+            }
+            for (k, pair) in slot.windows(2).enumerate() {
+                let ordered = match (&pair[0].1, &pair[1].0) {
+                    (Bound::Included(e), Bound::Included(s)) => e < s,
+                    (Bound::Included(e) | Bound::Excluded(e), Bound::Excluded(s))
+                    | (Bound::Excluded(e), Bound::Included(s)) => e <= s,
+                    _ => false,
+                };
+                if !ordered {
+                    return Err(format!(
+                        "key part {i}: range {} does not end before range {} begins",
+                        k,
+                        k + 1
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The first row past every row whose parts before `i` equal `row`'s.
     fn carry(&self, row: &[u8], parts: &[(usize, usize)], i: usize) -> Navigate {
         if i == 0 {

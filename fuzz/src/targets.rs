@@ -36,6 +36,7 @@ pub const TARGETS: &[Target] = &[
     ("hql_roundtrip", hql_roundtrip),
     ("set_value", set_value),
     ("scan_spec_wire", scan_spec_wire),
+    ("row_skip_navigate", row_skip_navigate),
 ];
 
 /// Inputs are cut to this many bytes, so no target's work grows with an unbounded input.
@@ -869,4 +870,54 @@ pub fn scan_spec_wire(data: &[u8]) {
         WireScanSpec::from(&again).encode_to_vec() == first,
         "a checked spec re-encodes to itself"
     );
+}
+
+/// Rows a `row_skip_navigate` input is checked over (the check is quadratic in them).
+const MAX_SKIP_ROWS: usize = 512;
+
+/// A key-part skip as a range server receives it (`WireRowSkip`, field 22 of a scan spec) and
+/// rows to navigate: the skip's length (u32 LE), the encoded skip, then rows joined by `\n`.
+/// A skip that passes its checks navigates every row without panicking, takes exactly the rows
+/// it matches, and never seeks or stops past a matching row: for each row, no other row between
+/// it and its hint (or after it, when it says done) matches.
+pub fn row_skip_navigate(data: &[u8]) {
+    use common::row_key::{Navigate, RowSkip};
+    use prost::Message;
+    use proto::rs::messages::WireRowSkip;
+    let data = bounded(data);
+    let Some(n) = le_u32(data, 0) else {
+        return;
+    };
+    let Some(wire) = data.get(4..4 + n as usize) else {
+        return;
+    };
+    let Ok(wire) = WireRowSkip::decode(wire) else {
+        return;
+    };
+    let Ok(skip) = RowSkip::try_from(wire) else {
+        return;
+    };
+    let mut rows: Vec<&[u8]> = data[4 + n as usize..]
+        .split(|&b| b == b'\n')
+        .take(MAX_SKIP_ROWS)
+        .collect();
+    rows.sort_unstable();
+    rows.dedup();
+    for (i, row) in rows.iter().enumerate() {
+        let later = || rows[i + 1..].iter();
+        match skip.navigate(row) {
+            Navigate::Include => assert!(skip.matches(row), "navigate took a row that does not match"),
+            Navigate::SeekRow(hint) => {
+                assert!(!skip.matches(row), "navigate passed over a matching row");
+                assert!(hint.as_slice() > *row, "a seek hint that does not move forward");
+                if let Some(x) = later().take_while(|x| **x < hint.as_slice()).find(|x| skip.matches(x)) {
+                    panic!("a seek hint past a matching row: {x:?}");
+                }
+            }
+            Navigate::Done => {
+                assert!(!skip.matches(row), "navigate stopped at a matching row");
+                assert!(later().all(|x| !skip.matches(x)), "navigate stopped before a matching row");
+            }
+        }
+    }
 }

@@ -309,6 +309,47 @@ fn scan_spec_seeds() -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// Skips of `ROW KEY (objectid UINT(3), fieldtype CHAR(2))` (objectid in two ranges,
+/// fieldtype F1 or any) with rows that fit the layout and some that do not.
+fn row_skip_seeds() -> Vec<Vec<u8>> {
+    use std::ops::Bound::{Excluded, Included, Unbounded};
+
+    use common::row_key::{PartLayout, RowSkip};
+    use prost::Message;
+    let v = |s: &str| s.as_bytes().to_vec();
+    let layout = vec![
+        PartLayout {
+            width: Some(3),
+            digits: true,
+        },
+        PartLayout {
+            width: Some(2),
+            digits: false,
+        },
+    ];
+    let rows = "000 F1\n001 F2\n004 F1\n005 F1\n009 F2\n010 F1\n012 F1\n01 F1\n013F1\n020 F1\n999 F1";
+    [
+        vec![
+            vec![(Included(v("001")), Excluded(v("005"))), (Included(v("010")), Unbounded)],
+            vec![(Included(v("F1")), Included(v("F1")))],
+        ],
+        vec![vec![(Excluded(v("004")), Included(v("012")))], Vec::new()],
+    ]
+    .into_iter()
+    .map(|slots| {
+        let skip = RowSkip {
+            layout: layout.clone(),
+            slots,
+        };
+        let wire = proto::rs::messages::WireRowSkip::from(&skip).encode_to_vec();
+        let mut out = (wire.len() as u32).to_le_bytes().to_vec();
+        out.extend_from_slice(&wire);
+        out.extend_from_slice(rows.as_bytes());
+        out
+    })
+    .collect()
+}
+
 fn oplog_seed() -> Vec<u8> {
     use chunkfs::Layout;
     use chunkfs::meta::namespace::{BlockMeta, Op};
@@ -445,6 +486,7 @@ fn make_seeds(tmp: &Path) -> BTreeMap<&'static str, Vec<Vec<u8>>> {
     seeds.insert("hql_roundtrip", hql_seeds());
     seeds.insert("set_value", set_value_seeds());
     seeds.insert("scan_spec_wire", scan_spec_seeds());
+    seeds.insert("row_skip_navigate", row_skip_seeds());
     seeds
 }
 

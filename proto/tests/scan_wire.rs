@@ -6,7 +6,7 @@ use std::ops::Bound;
 
 use common::aggregate::{Aggregate, AggregateColumn};
 use common::iterators::{IterOptions, ScanIterator, ValuePredicate, ValuePredicates, ValueTest};
-use common::row_key::{PartLayout, RowSkip};
+use common::row_key::{PartLayout, PartRange, RowSkip};
 use common::scan_spec::{
     CellInterval, CellPos, ColumnSelector, QualifierMatch, RowInterval, ScanSpec,
 };
@@ -135,13 +135,45 @@ prop_compose! {
     }
 }
 
+/// A slot's ranges in order, each ending before the next begins: bounds from sorted distinct
+/// values taken two by two, the first start and the last end perhaps unbounded.
+fn slot() -> impl Strategy<Value = Vec<PartRange>> {
+    (
+        prop::collection::btree_set(bytes(4), 0..7),
+        prop::collection::vec(any::<bool>(), 8),
+        (any::<bool>(), any::<bool>()),
+    )
+        .prop_map(|(values, inclusive, (open_start, open_end))| {
+            let values: Vec<Vec<u8>> = values.into_iter().collect();
+            let n = values.len() / 2;
+            let b = |i: usize, v: &Vec<u8>| {
+                if inclusive[i % 8] {
+                    Bound::Included(v.clone())
+                } else {
+                    Bound::Excluded(v.clone())
+                }
+            };
+            (0..n)
+                .map(|k| {
+                    let start = if k == 0 && open_start {
+                        Bound::Unbounded
+                    } else {
+                        b(2 * k, &values[2 * k])
+                    };
+                    let end = if k + 1 == n && open_end {
+                        Bound::Unbounded
+                    } else {
+                        b(2 * k + 1, &values[2 * k + 1])
+                    };
+                    (start, end)
+                })
+                .collect()
+        })
+}
+
 /// Key-part slots: every part but the last has a width.
 fn row_skip() -> impl Strategy<Value = RowSkip> {
-    let range = (bound(bytes(4)), bound(bytes(4)));
-    prop::collection::vec(
-        (0u16..300, any::<bool>(), prop::collection::vec(range, 0..3)),
-        1..4,
-    )
+    prop::collection::vec((0u16..300, any::<bool>(), slot()), 1..4)
     .prop_flat_map(|parts| {
         let n = parts.len();
         (Just(parts), any::<bool>()).prop_map(move |(parts, last_open)| {
@@ -262,7 +294,7 @@ fn malformed_value_predicates_are_refused_naming_the_test() {
 
 #[test]
 fn a_row_skip_with_an_open_part_before_the_last_is_refused() {
-    use proto::rs::messages::{WireKeyPartSlot, WireRowSkip};
+    use proto::rs::messages::{WireKeyPartSlot, WireRowBound, WireRowInterval, WireRowSkip};
     let part = |width: Option<u32>| WireKeyPartSlot {
         width,
         digits: false,
@@ -278,4 +310,27 @@ fn a_row_skip_with_an_open_part_before_the_last_is_refused() {
     assert_eq!(e, "key part width 70000");
     let ok = ScanSpec::try_from(spec(vec![part(Some(2)), part(None)])).expect("valid");
     assert_eq!(ok.row_skip.expect("skip").layout[1].width, None);
+    // Ranges out of order, or overlapping, would make the server skip matching rows.
+    let range = |a: &str, b: &str| WireRowInterval {
+        start: Some(WireRowBound {
+            kind: 1,
+            row: a.as_bytes().to_vec(),
+        }),
+        end: Some(WireRowBound {
+            kind: 1,
+            row: b.as_bytes().to_vec(),
+        }),
+    };
+    for ranges in [
+        vec![range("05", "07"), range("01", "02")],
+        vec![range("01", "05"), range("05", "07")],
+    ] {
+        let bad = WireKeyPartSlot {
+            width: Some(2),
+            digits: true,
+            ranges,
+        };
+        let e = ScanSpec::try_from(spec(vec![bad])).expect_err("refused");
+        assert_eq!(e, "key part 0: range 0 does not end before range 1 begins");
+    }
 }

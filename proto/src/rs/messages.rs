@@ -335,7 +335,9 @@ impl TryFrom<WireRowSkip> for RowSkip {
             }
             slots.push(slot);
         }
-        Ok(RowSkip { layout, slots })
+        let skip = RowSkip { layout, slots };
+        skip.check()?;
+        Ok(skip)
     }
 }
 
