@@ -449,7 +449,9 @@ impl RowSkip {
         let n = self.layout.len();
         for (i, (l, slot)) in self.layout.iter().zip(&self.slots).enumerate() {
             if l.width.is_none() && i + 1 != n {
-                return Err(format!("key part {i}: only the last key part may have no width"));
+                return Err(format!(
+                    "key part {i}: only the last key part may have no width"
+                ));
             }
             for (k, pair) in slot.windows(2).enumerate() {
                 let ordered = match (&pair[0].1, &pair[1].0) {

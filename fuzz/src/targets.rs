@@ -906,17 +906,28 @@ pub fn row_skip_navigate(data: &[u8]) {
     for (i, row) in rows.iter().enumerate() {
         let later = || rows[i + 1..].iter();
         match skip.navigate(row) {
-            Navigate::Include => assert!(skip.matches(row), "navigate took a row that does not match"),
+            Navigate::Include => {
+                assert!(skip.matches(row), "navigate took a row that does not match")
+            }
             Navigate::SeekRow(hint) => {
                 assert!(!skip.matches(row), "navigate passed over a matching row");
-                assert!(hint.as_slice() > *row, "a seek hint that does not move forward");
-                if let Some(x) = later().take_while(|x| **x < hint.as_slice()).find(|x| skip.matches(x)) {
+                assert!(
+                    hint.as_slice() > *row,
+                    "a seek hint that does not move forward"
+                );
+                if let Some(x) = later()
+                    .take_while(|x| **x < hint.as_slice())
+                    .find(|x| skip.matches(x))
+                {
                     panic!("a seek hint past a matching row: {x:?}");
                 }
             }
             Navigate::Done => {
                 assert!(!skip.matches(row), "navigate stopped at a matching row");
-                assert!(later().all(|x| !skip.matches(x)), "navigate stopped before a matching row");
+                assert!(
+                    later().all(|x| !skip.matches(x)),
+                    "navigate stopped before a matching row"
+                );
             }
         }
     }

@@ -327,10 +327,14 @@ fn row_skip_seeds() -> Vec<Vec<u8>> {
             digits: false,
         },
     ];
-    let rows = "000 F1\n001 F2\n004 F1\n005 F1\n009 F2\n010 F1\n012 F1\n01 F1\n013F1\n020 F1\n999 F1";
+    let rows =
+        "000 F1\n001 F2\n004 F1\n005 F1\n009 F2\n010 F1\n012 F1\n01 F1\n013F1\n020 F1\n999 F1";
     [
         vec![
-            vec![(Included(v("001")), Excluded(v("005"))), (Included(v("010")), Unbounded)],
+            vec![
+                (Included(v("001")), Excluded(v("005"))),
+                (Included(v("010")), Unbounded),
+            ],
             vec![(Included(v("F1")), Included(v("F1")))],
         ],
         vec![vec![(Excluded(v("004")), Included(v("012")))], Vec::new()],

@@ -626,8 +626,15 @@ fn aggregates_are_folded_on_the_servers_and_match_the_fold_of_the_plain_scan() {
                 },
             )
             .expect("cluster aggregate");
-        assert_eq!(on_servers, plain, "{what}: servers' partials vs client fold");
-        assert_eq!(client.scan_cells(), cells, "{what}: no cell crossed the network");
+        assert_eq!(
+            on_servers, plain,
+            "{what}: servers' partials vs client fold"
+        );
+        assert_eq!(
+            client.scan_cells(),
+            cells,
+            "{what}: no cell crossed the network"
+        );
         let partials = client.scan_partials() - partials;
         assert!(partials >= 2, "{what}: {partials} partials");
         assert!(

@@ -173,8 +173,7 @@ fn slot() -> impl Strategy<Value = Vec<PartRange>> {
 
 /// Key-part slots: every part but the last has a width.
 fn row_skip() -> impl Strategy<Value = RowSkip> {
-    prop::collection::vec((0u16..300, any::<bool>(), slot()), 1..4)
-    .prop_flat_map(|parts| {
+    prop::collection::vec((0u16..300, any::<bool>(), slot()), 1..4).prop_flat_map(|parts| {
         let n = parts.len();
         (Just(parts), any::<bool>()).prop_map(move |(parts, last_open)| {
             let (mut layout, mut slots) = (Vec::new(), Vec::new());

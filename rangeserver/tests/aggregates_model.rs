@@ -166,16 +166,22 @@ fn hundredths(v: &str) -> Option<i128> {
 }
 
 fn decimal_hundredths(d: &Decimal) -> i128 {
-    assert!(d.scale <= 2, "the test writes at most two fraction digits: {d:?}");
+    assert!(
+        d.scale <= 2,
+        "the test writes at most two fraction digits: {d:?}"
+    );
     d.mantissa * 10i128.pow(u32::from(2 - d.scale))
 }
+
+/// A cell's row, family and qualifier.
+type CellAt<'a> = (&'a [u8], u8, &'a [u8]);
 
 /// The model's answer from the plain scan's cells.
 fn check_against_model(cells: &[Cell], agg: &Aggregate, got: &AggregatePartial) {
     let rows: std::collections::BTreeSet<&[u8]> = cells.iter().map(|c| &c.key.row[..]).collect();
     assert_eq!(got.rows, rows.len() as u64, "rows");
     // The newest version of each cell.
-    let mut newest: BTreeMap<(&[u8], u8, &[u8]), (i64, &[u8])> = BTreeMap::new();
+    let mut newest: BTreeMap<CellAt<'_>, (i64, &[u8])> = BTreeMap::new();
     for c in cells {
         let k = (&c.key.row[..], c.key.family, &c.key.qualifier[..]);
         let e = newest.entry(k).or_insert((c.key.timestamp, &c.value));
@@ -251,7 +257,10 @@ fn desc() -> impl Strategy<Value = Desc> {
     let limits = (0u64..3, 0u64..6, 0u64..3, 0u64..3);
     (
         proptest::collection::vec(
-            (1..=FAMILIES, proptest::option::weighted(0.3, 0..QUALS.len())),
+            (
+                1..=FAMILIES,
+                proptest::option::weighted(0.3, 0..QUALS.len()),
+            ),
             0..4,
         ),
         proptest::collection::vec(1..=FAMILIES, 0..3),
@@ -319,7 +328,10 @@ fn check(e: &Engine, d: &Desc, what: &str) {
         cells: want.cells,
         ..got.clone()
     };
-    assert_eq!(got_cmp, want, "{what}: {d:?} (engine left, fold of the scan right)");
+    assert_eq!(
+        got_cmp, want,
+        "{what}: {d:?} (engine left, fold of the scan right)"
+    );
     check_against_model(&cells, &agg, &got);
 }
 

@@ -192,8 +192,8 @@ async fn fetch_part(
 
 /// Runs a batched scan (see the module's doc): `spec`'s limits are applied here over all its
 /// intervals.
-pub(super) async fn scan_batched(
-    inner: &Inner,
+pub(super) async fn scan_batched<'a>(
+    inner: &'a Inner,
     table_id: u32,
     spec: &ScanSpec,
     intervals: &[RowInterval],
@@ -221,9 +221,9 @@ pub(super) async fn scan_batched(
     let mut planned = parts.into_iter();
     // The parts being fetched, in row order, each with the queue it fills.
     let mut ahead: VecDeque<(Part, mpsc::Receiver<PartMsg>)> = VecDeque::new();
-    let mut fetches: FuturesUnordered<Fetch<'_>> = FuturesUnordered::new();
+    let mut fetches: FuturesUnordered<Fetch<'a>> = FuturesUnordered::new();
     let mut start_next = |ahead: &mut VecDeque<(Part, mpsc::Receiver<PartMsg>)>,
-                          fetches: &mut FuturesUnordered<Fetch<'_>>| {
+                          fetches: &mut FuturesUnordered<Fetch<'a>>| {
         if let Some(part) = planned.next() {
             let (tx, rx) = mpsc::channel(queue_blocks);
             let mut part_spec = base.clone();
@@ -253,9 +253,9 @@ pub(super) async fn scan_batched(
                     unreachable!("an aggregating part sends no blocks")
                 };
                 taken += u64::from(block.remaining());
-                let (runs, end) = limiter.judge_block(block).map_err(|why| {
-                    malformed(table_id, &part.location, taken, &why)
-                })?;
+                let (runs, end) = limiter
+                    .judge_block(block)
+                    .map_err(|why| malformed(table_id, &part.location, taken, &why))?;
                 for run in runs {
                     if tx.send(Ok(run)).await.is_err() {
                         return Ok(());
@@ -411,7 +411,12 @@ pub(super) async fn scan_in_order(
 
 /// Moves `next` past the intervals that end at or below `row` (done before it).
 fn skip_done(spans: &[RowRange], next: &mut usize, row: &[u8]) {
-    while *next < spans.len() && spans[*next].end.as_ref().is_some_and(|e| e.as_slice() <= row) {
+    while *next < spans.len()
+        && spans[*next]
+            .end
+            .as_ref()
+            .is_some_and(|e| e.as_slice() <= row)
+    {
         *next += 1;
     }
 }
@@ -507,6 +512,9 @@ mod tests {
             .iter()
             .map(rows)
             .collect();
-        assert_eq!(got, vec![vec!["(g (m".to_string()], vec!["[m [m".to_string()]]);
+        assert_eq!(
+            got,
+            vec![vec!["(g (m".to_string()], vec!["[m [m".to_string()]]
+        );
     }
 }

@@ -217,7 +217,10 @@ pub(super) async fn aggregate_table(
 }
 
 /// Folds the cells of a block into `fold`.
-pub(super) fn fold_block(fold: &mut AggregateFold, mut block: PackedCells) -> std::result::Result<(), String> {
+pub(super) fn fold_block(
+    fold: &mut AggregateFold,
+    mut block: PackedCells,
+) -> std::result::Result<(), String> {
     while let Some(c) = block.next_ref()? {
         fold.cell(c.row, c.family, c.qualifier, c.timestamp, c.value);
     }

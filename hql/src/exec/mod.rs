@@ -225,6 +225,7 @@ impl Executor {
             }
             Statement::Insert(i) => write::insert(self, i),
             Statement::Delete(d) => write::delete(self, d),
+            Statement::Explain(s) => explain::explain(self, s, out),
             Statement::Select(s) => match &s.columns {
                 crate::ast::Columns::Aggregates(list) => {
                     self.summary.notes = aggregate::select(self, s, list, out)?;

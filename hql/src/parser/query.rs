@@ -8,9 +8,9 @@ use super::token::{
     string, ws,
 };
 use crate::ast::{
-    CellInterval, CellKey, ColumnPredicate, ColumnRef, ColumnSelector, Columns, DumpTable,
-    KeyValue, PartPredicate, PartTest, Predicate, RelOp, RowInterval, RowSet, Select,
-    SelectOptions, Statement, Timestamp, TimestampPredicate,
+    Aggregate, AggregateFunc, CellInterval, CellKey, ColumnPredicate, ColumnRef, ColumnSelector,
+    Columns, DumpTable, KeyValue, PartPredicate, PartTest, Predicate, RelOp, RowInterval, RowSet,
+    Select, SelectOptions, Statement, Timestamp, TimestampPredicate,
 };
 
 /// Whether `c` may appear in an unquoted qualifier (`tag:good`, `cf:a.b-c`).
