@@ -155,7 +155,7 @@ pub fn run(args: SkipscanArgs) -> anyhow::Result<()> {
         return one_query(&args, Method::parse(m)?);
     }
     ensure!(
-        args.rows >= 2 && args.rows % 2 == 0 && args.rows / 2 <= u64::from(u32::MAX),
+        args.rows >= 2 && args.rows.is_multiple_of(2) && args.rows / 2 <= u64::from(u32::MAX),
         "--rows must be even and at least 2"
     );
     ensure!(args.runs > 0, "--runs must be at least 1");

@@ -48,7 +48,7 @@ pub fn rows(rows: u64, seed: u64) -> impl Iterator<Item = RowData> {
             .iter()
             .map(|ft| RowData {
                 objectid,
-                fieldtype: *ft,
+                fieldtype: ft,
                 attrib: rng.random_range(1..=4u8),
                 val: rng.random_range(0..VAL_RANGE),
             })
