@@ -92,8 +92,8 @@ where
         .configure_mesh()
         .x_desc("% of object ids")
         .y_desc("ms")
-        .x_label_formatter(&|v| format!("{v}"))
-        .y_label_formatter(&|v| format!("{v}"))
+        .x_label_formatter(&|v| label(*v))
+        .y_label_formatter(&|v| label(*v))
         .draw()
         .map_err(err)?;
     for (k, (name, t)) in panel.lines.iter().enumerate() {
@@ -124,4 +124,10 @@ where
         .draw()
         .map_err(err)?;
     Ok(())
+}
+
+/// A tick value without the float noise of a log axis's steps (0.30000000000000004 -> 0.3).
+fn label(v: f64) -> String {
+    let r = (v * 1000.0).round() / 1000.0;
+    format!("{r}")
 }
