@@ -6,6 +6,7 @@ pub mod hyperspace;
 pub mod iterators;
 pub mod load;
 pub mod querylog;
+pub mod skipscan;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,6 +32,9 @@ pub enum BenchCommand {
     /// A `sum` combiner family against RocksDB's uint64add merges (ingest and point reads), and
     /// a cluster scan with value predicates in the range servers against filtering in the client.
     Iterators(iterators::IteratorsArgs),
+    /// Key-set queries (Phoenix's skip-scan test, issue 15): ht's skip scan against batched
+    /// gets, a range scan, the previous key-set path and SQLite, warm and cold.
+    Skipscan(Box<skipscan::SkipscanArgs>),
 }
 
 /// Runs one benchmark.
@@ -42,6 +46,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Hyperspace(args) => hyperspace::run(args),
         BenchCommand::Dfs(args) => dfs::run(args),
         BenchCommand::Iterators(args) => iterators::run(args),
+        BenchCommand::Skipscan(args) => skipscan::run(*args),
     }
 }
 
@@ -147,7 +152,11 @@ latency of one operation, per workload and client count. For `ht bench iterators
 (fixed64) family's increments and point reads against db_bench's `mergerandom`/`readrandom` \
 (uint64add), `ht ops/s / RocksDB ops/s (ratio)` as for the engine, and a cluster scan with a \
 value predicate keeping 1% of the cells, filtered in the range servers versus in the client: \
-elapsed seconds and key+value bytes that reached the client.\n\n\
+elapsed seconds and key+value bytes that reached the client. For `ht bench skipscan`: per mode \
+(embedded, cluster), cache state (warm: block cache hot; cold: files dropped from the page \
+cache, fresh processes) and fraction of the object ids, the skip scan's median ms and the \
+medians of the per-run ratios other method / skip (>1 means the skip scan is faster); gets is \
+the faster of 1 and 4 threads of single-row lookups.\n\n\
 | date (UTC) | commit | machine | command | figures |\n|---|---|---|---|---|\n";
 
 /// Appends `line` to `bench/RESULTS.md` at the repository root (or the current directory),
