@@ -5,7 +5,6 @@
 //! before the `\n` is dropped, so files from Windows work). An empty line is an error, as is a
 //! key longer than a row may be: the error names the file and the line.
 
-use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
 
 use common::mutation::MAX_ROW_OR_QUALIFIER_BYTES;
@@ -34,8 +33,9 @@ impl Default for KeySetLimits {
 /// The set's rows in ascending order, each once.
 pub(super) fn rows(set: &RowSet, limits: &KeySetLimits) -> Result<Vec<Vec<u8>>> {
     let mut keys = Keys {
-        set: BTreeSet::new(),
+        keys: Vec::new(),
         bytes: 0,
+        check_at: (limits.max_keys, limits.max_bytes),
         limits,
     };
     match set {
@@ -46,7 +46,10 @@ pub(super) fn rows(set: &RowSet, limits: &KeySetLimits) -> Result<Vec<Vec<u8>>> 
         }
         RowSet::File(name) => read_lines(name, "ROW IN FILE", |line, at| keys.add(line, at))?,
     }
-    Ok(keys.set.into_iter().collect())
+    keys.finish(&|| match set {
+        RowSet::Keys(_) => "ROW IN".to_string(),
+        RowSet::File(name) => format!("ROW IN FILE {name}"),
+    })
 }
 
 /// The values of a key file, each line turned into a value by `value` (its error is the
@@ -59,8 +62,9 @@ pub(super) fn lines(
     mut value: impl FnMut(Vec<u8>, &dyn Fn() -> String) -> Result<Vec<u8>>,
 ) -> Result<Vec<Vec<u8>>> {
     let mut keys = Keys {
-        set: BTreeSet::new(),
+        keys: Vec::new(),
         bytes: 0,
+        check_at: (limits.max_keys, limits.max_bytes),
         limits,
     };
     read_lines(name, what, |line, at| {
@@ -70,12 +74,22 @@ pub(super) fn lines(
         let v = value(line, at)?;
         keys.add(v, at)
     })?;
-    Ok(keys.set.into_iter().collect())
+    keys.finish(&|| format!("{what} {name}"))
 }
 
+/// The keys gathered so far: appended as they come, then sorted and made distinct, at the end
+/// and whenever they reach `check_at` (so repeats do not count against the limits). Sorting
+/// once is several times cheaper than keeping a sorted set for a key file of 400K keys. A set
+/// over the limits is refused at the line where a check finds it so, or at the end; it holds
+/// at most twice the limits before that.
 struct Keys<'a> {
-    set: BTreeSet<Vec<u8>>,
+    keys: Vec<Vec<u8>>,
+    /// Bytes of `keys` (repeats counted until the next sort).
     bytes: usize,
+    /// Keys and bytes at which they are sorted and checked next: the limits at first, and
+    /// after a sort twice what it left (within twice the limits), so sorts cost O(n log n)
+    /// in all.
+    check_at: (usize, usize),
     limits: &'a KeySetLimits,
 }
 
@@ -91,19 +105,44 @@ impl Keys<'_> {
                 key.len()
             )));
         }
-        let len = key.len();
-        if self.set.insert(key) {
-            self.bytes += len;
-            if self.set.len() > self.limits.max_keys || self.bytes > self.limits.max_bytes {
-                return Err(ExecError::invalid(format!(
-                    "{}: the key set holds more than {} keys or {} bytes",
-                    at(),
-                    self.limits.max_keys,
-                    self.limits.max_bytes
-                )));
-            }
+        self.bytes += key.len();
+        self.keys.push(key);
+        if self.keys.len() > self.check_at.0 || self.bytes > self.check_at.1 {
+            // Count again without the repeats.
+            self.sort();
+            self.check(at)?;
+            let l = self.limits;
+            self.check_at = (
+                (2 * self.keys.len()).clamp(l.max_keys, 2 * l.max_keys),
+                (2 * self.bytes).clamp(l.max_bytes, 2 * l.max_bytes),
+            );
         }
         Ok(())
+    }
+
+    fn sort(&mut self) {
+        self.keys.sort_unstable();
+        self.keys.dedup();
+        self.bytes = self.keys.iter().map(Vec::len).sum();
+    }
+
+    fn check(&self, at: &dyn Fn() -> String) -> Result<()> {
+        if self.keys.len() > self.limits.max_keys || self.bytes > self.limits.max_bytes {
+            return Err(ExecError::invalid(format!(
+                "{}: the key set holds more than {} keys or {} bytes",
+                at(),
+                self.limits.max_keys,
+                self.limits.max_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// The keys in ascending order, each once; `what` names the set in an error.
+    fn finish(mut self, what: &dyn Fn() -> String) -> Result<Vec<Vec<u8>>> {
+        self.sort();
+        self.check(what)?;
+        Ok(self.keys)
     }
 }
 
@@ -209,11 +248,28 @@ mod tests {
             max_keys: 2,
             max_bytes: 100,
         };
+        // A repeat does not count: the third distinct key makes the set too large, found
+        // at the end (or at a line, once the keys read reach the limits again).
         let (_d, p) = file("many.txt", b"a\nb\na\nc\n");
+        let e = rows(&RowSet::File(p.clone()), &small)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(&format!(
+                "ROW IN FILE {p}: the key set holds more than 2 keys"
+            )),
+            "{e}"
+        );
+        let (_d, p) = file("more.txt", b"a\nb\nc\nd\ne\nf\n");
         let e = rows(&RowSet::File(p), &small).unwrap_err().to_string();
         assert!(
-            e.contains("line 4") && e.contains("more than 2 keys"),
+            e.contains("line 3") && e.contains("more than 2 keys"),
             "{e}"
+        );
+        let (_d, p) = file("twice.txt", b"a\nb\na\nb\na\nb\na\n");
+        assert_eq!(
+            rows(&RowSet::File(p), &small).expect("two keys"),
+            vec![b"a".to_vec(), b"b".to_vec()]
         );
         let (_d, p) = file("bad.gz", b"not gzip at all");
         let e = rows(&RowSet::File(p.clone()), &l).unwrap_err().to_string();
