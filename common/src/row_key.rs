@@ -435,9 +435,9 @@ impl RowSkip {
     }
 
     /// Checks what [`RowSkip::navigate`] relies on: a slot per part, only the last part
-    /// without a width, and each slot's ranges in order, each ending before the next begins
-    /// (only the first may start unbounded, only the last end unbounded). The error names the
-    /// part (by position) and the range.
+    /// without a width, and each slot's ranges in order: none starting after its own end, each
+    /// ending before the next begins (only the first may start unbounded, only the last end
+    /// unbounded). The error names the part (by position) and the range.
     pub fn check(&self) -> Result<(), String> {
         if self.slots.len() != self.layout.len() {
             return Err(format!(
@@ -452,6 +452,16 @@ impl RowSkip {
                 return Err(format!(
                     "key part {i}: only the last key part may have no width"
                 ));
+            }
+            for (k, (start, end)) in slot.iter().enumerate() {
+                if let (
+                    Bound::Included(s) | Bound::Excluded(s),
+                    Bound::Included(e) | Bound::Excluded(e),
+                ) = (start, end)
+                    && s > e
+                {
+                    return Err(format!("key part {i}: range {k} starts after its end"));
+                }
             }
             for (k, pair) in slot.windows(2).enumerate() {
                 let ordered = match (&pair[0].1, &pair[1].0) {
