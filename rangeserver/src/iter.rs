@@ -12,6 +12,15 @@ pub trait CellIter: Send {
     /// Positions the cursor at the first cell whose key is `>= key`. Sources backed by files use
     /// their index to skip whole blocks rather than read past cells.
     fn seek(&mut self, key: &[u8]) -> Result<()>;
+    /// [`CellIter::seek`] for a caller that reads no key at or past `end` (`None`: no end). A
+    /// source that steps over cells it rejects (`scan::candidates`) stops at the first key at or
+    /// past `end` instead of reading on to the next cell it would keep, which could lie anywhere
+    /// further on; the caller treats such a key as the end. `next` keeps to the same end until
+    /// the next seek.
+    fn seek_until(&mut self, key: &[u8], end: Option<&[u8]>) -> Result<()> {
+        let _ = end;
+        self.seek(key)
+    }
     /// True while the cursor stands on a cell.
     fn valid(&self) -> bool;
     /// The encoded key of the current cell.
@@ -31,6 +40,9 @@ pub trait CellIter: Send {
 impl<T: CellIter + ?Sized> CellIter for Box<T> {
     fn seek(&mut self, key: &[u8]) -> Result<()> {
         (**self).seek(key)
+    }
+    fn seek_until(&mut self, key: &[u8], end: Option<&[u8]>) -> Result<()> {
+        (**self).seek_until(key, end)
     }
     fn valid(&self) -> bool {
         (**self).valid()

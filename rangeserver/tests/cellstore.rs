@@ -232,6 +232,10 @@ proptest! {
         }
         targets.push(Vec::new());
         targets.push(vec![0xFF; 4]);
+        // Then in order, as a key set's seeks come: forward, mostly within the held block.
+        let mut sorted = targets.clone();
+        sorted.sort();
+        targets.extend(sorted);
         let mut s = cs.scanner(true);
         for t in &targets {
             s.seek(t).unwrap();

@@ -79,6 +79,10 @@ pub struct SkipscanArgs {
     /// table is a few ranges spread over the servers).
     #[arg(long = "split-bytes")]
     split_bytes: Option<u64>,
+    /// The block cache of ht (embedded and every range server) and SQLite's page cache, in MiB:
+    /// "warm" means the table's blocks are in it (8M rows decompress to about 500 MiB).
+    #[arg(long = "block-cache-mb", default_value_t = 1024)]
+    block_cache_mb: u64,
     /// Seed of the rows and the key sets.
     #[arg(long, default_value_t = 15)]
     seed: u64,
@@ -101,6 +105,10 @@ pub struct SkipscanArgs {
     /// Internal: the key file of `--one-query`.
     #[arg(long, hide = true)]
     keys: Option<PathBuf>,
+    /// With `--one-query`: run the query this many times in the one process and print each
+    /// answer (the later runs are warm; for profiling one method).
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -244,7 +252,7 @@ pub fn run(args: SkipscanArgs) -> anyhow::Result<()> {
         let s = Sqlite {
             script,
             db: dir.join("t.db"),
-            cache_bytes: rangeserver::engine::EngineOptions::default().block_cache_bytes,
+            cache_bytes: args.block_cache_mb << 20,
         };
         let tsv = base.join("rows.tsv");
         write_tsv(&args, &tsv)?;
@@ -312,17 +320,26 @@ fn write_tsv(args: &SkipscanArgs, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The embedded database's options: the default but for the block cache.
+fn embedded_options(args: &SkipscanArgs) -> embedded::EmbeddedOptions {
+    let mut o = embedded::EmbeddedOptions::default();
+    o.engine.block_cache_bytes = args.block_cache_mb << 20;
+    o
+}
+
 /// `--one-query`: opens the embedded database in `--dir`, runs one method, prints
 /// `answer COUNT AVG MS`.
 fn one_query(args: &SkipscanArgs, method: Method) -> anyhow::Result<()> {
     let dir = args.dir.as_ref().context("--one-query needs --dir")?;
     let keys = KeySet::read(args.keys.as_ref().context("--one-query needs --keys")?)?;
-    let db = embedded::EmbeddedClient::open(dir, embedded::EmbeddedOptions::default())
+    let db = embedded::EmbeddedClient::open(dir, embedded_options(args))
         .with_context(|| format!("opening {}", dir.display()))?;
     let client: Arc<dyn Client> = Arc::new(db);
     let fam = Families::of(client.as_ref())?;
-    let (a, ms) = methods::run_ht(method, &client, fam, &keys)?;
-    println!("answer {} {} {ms:.3}", a.count, a.avg_text());
+    for _ in 0..args.repeat.max(1) {
+        let (a, ms) = methods::run_ht(method, &client, fam, &keys)?;
+        println!("answer {} {} {ms:.3}", a.count, a.avg_text());
+    }
     Ok(())
 }
 
@@ -432,7 +449,7 @@ impl Bench {
         let dir = self.base.join("embedded");
         let _ = std::fs::remove_dir_all(&dir);
         {
-            let db = embedded::EmbeddedClient::open(&dir, embedded::EmbeddedOptions::default())
+            let db = embedded::EmbeddedClient::open(&dir, embedded_options(&self.args))
                 .with_context(|| format!("opening {}", dir.display()))?;
             let client: Arc<dyn Client> = Arc::new(db);
             eprintln!("embedded: loading");
@@ -459,6 +476,8 @@ impl Bench {
                             .arg(&dir)
                             .arg("--keys")
                             .arg(&self.keysets[i].file)
+                            .arg("--block-cache-mb")
+                            .arg(self.args.block_cache_mb.to_string())
                             .output()
                             .context("running a cold query")?;
                         let stdout = String::from_utf8_lossy(&out.stdout);

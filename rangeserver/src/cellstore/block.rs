@@ -186,12 +186,23 @@ pub(crate) fn lz4_max_expansion(stored_len: usize) -> usize {
 }
 
 /// A verified, decompressed data block: entries, then the restart array, then its count.
+///
+/// Parsing also builds the block's restart search table: the bytes every restart key shares
+/// (the common prefix of the first and last, since they are sorted) and, per restart point,
+/// the next 8 bytes of its key as a big-endian `u64` (zero-padded). A seek binary-searches that
+/// one small array instead of decoding an entry scattered over the block at every probe (a
+/// cache miss each, when the block cache holds more than the CPU's caches); only restart keys
+/// with the same 8 bytes as the target are compared whole.
 #[derive(Debug)]
 pub struct DataBlock {
     pub(crate) data: Vec<u8>,
     /// Where the entries end and the restart array starts.
     pub(crate) entries_end: usize,
     pub(crate) num_restarts: usize,
+    /// Length of the prefix shared by every restart key (it is the start of restart 0's key).
+    shared_prefix: usize,
+    /// Per restart point: the 8 key bytes after the shared prefix, big-endian, zero-padded.
+    restart_words: Vec<u64>,
 }
 
 impl DataBlock {
@@ -218,21 +229,100 @@ impl DataBlock {
             }
             prev = r;
         }
-        Ok(Self {
+        let mut b = Self {
             data,
             entries_end,
             num_restarts,
-        })
+            shared_prefix: 0,
+            restart_words: Vec::new(),
+        };
+        let (shared, words) = {
+            let key = |i| {
+                b.restart_key(i)
+                    .ok_or_else(|| bad("bad entry at a restart point"))
+            };
+            let (first, last) = (key(0)?, key(num_restarts - 1)?);
+            let shared = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+            let mut words = Vec::with_capacity(num_restarts);
+            for i in 0..num_restarts {
+                let k = key(i)?;
+                if k.len() < shared || k[..shared] != first[..shared] {
+                    return Err(bad("restart keys out of order"));
+                }
+                words.push(word(&k[shared..]));
+            }
+            (shared, words)
+        };
+        if words.windows(2).any(|w| w[0] > w[1]) {
+            return Err(bad("restart keys out of order"));
+        }
+        b.shared_prefix = shared;
+        b.restart_words = words;
+        Ok(b)
     }
 
     pub(crate) fn restart(&self, i: usize) -> usize {
         read_u32(&self.data, self.entries_end + 4 * i) as usize
     }
 
+    /// The key stored at restart point `i` (restart entries share nothing with the one
+    /// before); `None` if the entry is damaged.
+    fn restart_key(&self, i: usize) -> Option<&[u8]> {
+        match decode_entry(&self.data, self.restart(i), self.entries_end) {
+            Some(e) if e.shared == 0 => {
+                Some(&self.data[e.unshared_start..e.unshared_start + e.unshared_len])
+            }
+            _ => None,
+        }
+    }
+
+    /// How many restart keys are below `target`: a seek for it starts decoding at the restart
+    /// point before that many (the last restart key below it).
+    pub(crate) fn restarts_below(&self, target: &[u8]) -> usize {
+        let p = self.shared_prefix;
+        if p > 0 {
+            let first = self.restart_key(0).expect("checked by parse");
+            let n = p.min(target.len());
+            match target[..n].cmp(&first[..n]) {
+                std::cmp::Ordering::Less => return 0,
+                std::cmp::Ordering::Greater => return self.num_restarts,
+                // A target that is a proper prefix of the shared bytes is below every key.
+                std::cmp::Ordering::Equal if n < p => return 0,
+                std::cmp::Ordering::Equal => {}
+            }
+        }
+        let t = word(&target[p..]);
+        // Words are monotone in the keys: a smaller word means a smaller key, a larger word a
+        // larger one; equal words need the whole keys.
+        let lo = self.restart_words.partition_point(|&w| w < t);
+        let hi = lo + self.restart_words[lo..].partition_point(|&w| w == t);
+        let (mut lo, mut hi) = (lo, hi);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let k = self.restart_key(mid).expect("checked by parse");
+            if common::key::bytes_cmp(k, target).is_lt() {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    }
+
     /// Size charged to the block cache.
     pub(crate) fn weight(&self) -> u64 {
-        self.data.len().max(1) as u64
+        (self.data.len() + 8 * self.restart_words.len()).max(1) as u64
     }
+}
+
+/// The first 8 bytes of `k` as a big-endian number, zero-padded: `a < b` bytewise implies
+/// `word(a) <= word(b)`.
+#[inline]
+fn word(k: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = k.len().min(8);
+    b[..n].copy_from_slice(&k[..n]);
+    u64::from_be_bytes(b)
 }
 
 /// One decoded entry header: where its pieces lie in the block.
@@ -275,7 +365,58 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// A data block payload holding `keys` (sorted) with empty values, prefix-compressed with a
+    /// restart point every `RESTART_INTERVAL` entries, as the writer lays it out.
+    fn payload(keys: &[Vec<u8>]) -> Vec<u8> {
+        let (mut out, mut restarts, mut prev): (Vec<u8>, Vec<u32>, &[u8]) =
+            (Vec::new(), Vec::new(), &[]);
+        for (i, k) in keys.iter().enumerate() {
+            let shared = if (i as u32).is_multiple_of(RESTART_INTERVAL) {
+                restarts.push(out.len() as u32);
+                0
+            } else {
+                k.iter().zip(prev).take_while(|(a, b)| a == b).count()
+            };
+            put_varint(&mut out, shared as u64);
+            put_varint(&mut out, (k.len() - shared) as u64);
+            put_varint(&mut out, 0);
+            out.extend_from_slice(&k[shared..]);
+            prev = k;
+        }
+        for r in &restarts {
+            out.extend_from_slice(&r.to_le_bytes());
+        }
+        out.extend_from_slice(&(restarts.len() as u32).to_le_bytes());
+        out
+    }
+
     proptest! {
+        /// The restart search table counts exactly the restart keys below any target: keys
+        /// with long shared prefixes, equal 8-byte words, keys that are prefixes of others.
+        #[test]
+        fn restarts_below_counts_the_restart_keys_below_the_target(
+            keys in proptest::collection::btree_set(
+                proptest::collection::vec(prop_oneof![Just(b'a'), Just(b'b'), Just(0u8)], 0..14)
+                    .prop_map(|tail| [b"shared/".to_vec(), tail].concat()),
+                1..200),
+            targets in proptest::collection::vec(
+                (any::<bool>(), proptest::collection::vec(
+                    prop_oneof![Just(b'a'), Just(b'b'), Just(0u8), Just(b's'), Just(b'z')], 0..18))
+                    .prop_map(|(p, t)| if p { [b"shared/".to_vec(), t].concat() } else { t }),
+                1..40),
+        ) {
+            let keys: Vec<Vec<u8>> = keys.into_iter().collect();
+            let b = DataBlock::parse(payload(&keys), keys.len() as u32, "/x", 0).unwrap();
+            let restart_keys: Vec<&Vec<u8>> = keys.iter().step_by(RESTART_INTERVAL as usize).collect();
+            let mut targets = targets;
+            targets.extend(keys.iter().cloned());
+            targets.push(b"shared".to_vec());
+            for t in &targets {
+                let want = restart_keys.iter().filter(|k| k.as_slice() < t.as_slice()).count();
+                prop_assert_eq!(b.restarts_below(t), want, "target {:?}", t);
+            }
+        }
+
         /// Arbitrary payloads either fail to parse or decode without panicking.
         #[test]
         fn parse_and_decode_never_panic(data in proptest::collection::vec(any::<u8>(), 0..200), count in 0u32..40) {

@@ -118,37 +118,31 @@ impl CellStoreScanner {
         }
     }
 
-    /// The key stored at restart point `i` of the current block (restart entries share nothing).
-    fn restart_key(&self, b: &DataBlock, i: usize) -> Result<(usize, usize)> {
-        match decode_entry(&b.data, b.restart(i), b.entries_end) {
-            Some(e) if e.shared == 0 => Ok((e.unshared_start, e.unshared_len)),
-            _ => Err(self.corrupt("bad entry at a restart point")),
-        }
-    }
-
     fn seek_inner(&mut self, target: &[u8]) -> Result<()> {
+        // A forward seek that stays in the held block needs no index search, and steps on from
+        // where the scanner stands when no restart point lies between it and the target.
+        let forward = self.valid && common::key::bytes_cmp(target, &self.key).is_gt();
         self.valid = false;
-        let idx = self.store.find_block(target);
+        let idx = if forward
+            && common::key::bytes_cmp(target, self.store.index_key(self.block_idx)).is_le()
+        {
+            self.block_idx
+        } else {
+            self.store.find_block(target)
+        };
         if idx >= self.store.num_blocks() {
             return Ok(());
         }
-        if self.block.is_none() || self.block_idx != idx {
+        let same = self.block.is_some() && self.block_idx == idx;
+        if !same {
             self.set_block(idx)?;
         }
-        let b = self.block.clone().expect("set_block succeeded");
-        // Count the restart points whose key is < target.
-        let (mut lo, mut hi) = (0usize, b.num_restarts);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let (s, l) = self.restart_key(&b, mid)?;
-            if common::key::bytes_cmp(&b.data[s..s + l], target).is_lt() {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
+        let b = self.block.as_ref().expect("set_block succeeded");
+        let start = b.restart(b.restarts_below(target).saturating_sub(1));
+        if !(forward && same && start <= self.next) {
+            self.next = start;
+            self.key.clear();
         }
-        self.next = b.restart(lo.saturating_sub(1));
-        self.key.clear();
         loop {
             self.advance()?;
             if !self.valid || common::key::bytes_cmp(&self.key, target).is_ge() {

@@ -575,7 +575,7 @@ impl KvIter for RangeSource {
             // Row deletes live in every group, so a group is read only for the families asked.
             if families.is_all() || snap.groups[i].families.intersects(families) {
                 c.set_mask(*families);
-                c.seek(&range.start)
+                c.seek_until(&range.start, range.end.as_deref())
             } else {
                 c.park();
                 Ok(())

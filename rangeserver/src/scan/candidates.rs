@@ -29,6 +29,8 @@ pub struct CandidateRows<I: CellIter> {
     /// The row being judged, and whether cells of it were stepped over.
     probe_row: Vec<u8>,
     probe_skipped: bool,
+    /// The end of the last seek ([`CellIter::seek_until`]): no row at or past it is judged.
+    end: Option<Vec<u8>>,
 }
 
 impl<I: CellIter> CandidateRows<I> {
@@ -39,6 +41,7 @@ impl<I: CellIter> CandidateRows<I> {
             pass_row: Vec::new(),
             probe_row: Vec::new(),
             probe_skipped: false,
+            end: None,
         }
     }
 
@@ -46,6 +49,11 @@ impl<I: CellIter> CandidateRows<I> {
     fn settle(&mut self) -> Result<()> {
         while self.src.valid() {
             let key = self.src.key();
+            if self.end.as_deref().is_some_and(|e| key >= e) {
+                // Past what the caller reads: stand here rather than look for a passing row
+                // that could lie anywhere further on.
+                return Ok(());
+            }
             if !self.pass_row.is_empty() {
                 if key.starts_with(&self.pass_row) {
                     return Ok(());
@@ -82,6 +90,17 @@ impl<I: CellIter> CandidateRows<I> {
 
 impl<I: CellIter> CellIter for CandidateRows<I> {
     fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.seek_until(key, None)
+    }
+    fn seek_until(&mut self, key: &[u8], end: Option<&[u8]>) -> Result<()> {
+        match (end, &mut self.end) {
+            (None, e) => *e = None,
+            (Some(end), Some(e)) => {
+                e.clear();
+                e.extend_from_slice(end);
+            }
+            (Some(end), e) => *e = Some(end.to_vec()),
+        }
         self.src.seek(key)?;
         self.pass_row.clear();
         self.probe_row.clear();
@@ -187,5 +206,30 @@ mod tests {
         // Sought to a row's start: judged.
         it.seek(&common::key::row_end(b"a")).unwrap();
         assert_eq!(rows_of(&mut it)[0].0, "b");
+    }
+
+    #[test]
+    fn a_bounded_seek_stops_at_its_end_instead_of_looking_further_for_a_passing_row() {
+        use CellFlag::*;
+        // No row but the last passes.
+        let mut cells: Vec<_> = (0..50)
+            .map(|i| cell(&format!("r{i:02}"), 1, "", Insert, "no"))
+            .collect();
+        cells.push(cell("z", 1, "", Insert, "yes"));
+        let mut it = CandidateRows::new(VecIter::new(cells), equals(1, "yes"));
+        // One row's interval: the cursor stops on the first key past it, not on row z.
+        let end = common::key::row_end(b"r03");
+        it.seek_until(&common::key::row_start(b"r03"), Some(&end))
+            .unwrap();
+        assert!(it.valid());
+        assert_eq!(&*KeyRef::from_trusted(it.key()).unwrap().row(), b"r04");
+        // A plain seek forgets the end and judges on to the passing row.
+        it.seek(&common::key::row_start(b"r03")).unwrap();
+        assert_eq!(&*KeyRef::from_trusted(it.key()).unwrap().row(), b"z");
+        // The end holds for `next` too.
+        let end = common::key::row_end(b"r10");
+        it.seek_until(&common::key::row_start(b"r08"), Some(&end))
+            .unwrap();
+        assert_eq!(&*KeyRef::from_trusted(it.key()).unwrap().row(), b"r11");
     }
 }

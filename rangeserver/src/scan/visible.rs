@@ -501,12 +501,16 @@ impl<I: CellIter> VisibleCells<I> {
 
 impl<I: CellIter> CellIter for VisibleCells<I> {
     fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.seek_until(target, None)
+    }
+
+    fn seek_until(&mut self, target: &[u8], end: Option<&[u8]>) -> Result<()> {
         self.st.reset_row();
         self.st.pending.clear();
         self.st.desc_buf.clear();
         // Start at the beginning of the target's row, so its row and family deletes are seen.
         let row_len = row_prefix_len(target);
-        self.src.seek(&target[..row_len])?;
+        self.src.seek_until(&target[..row_len], end)?;
         self.st.emit_floor = None;
         let mut t = target.to_vec();
         if let Some(cell_len) = cell_prefix_len(target)
