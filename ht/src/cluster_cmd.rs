@@ -106,6 +106,9 @@ pub struct StartArgs {
     /// Range servers split a range once it holds more than this many bytes.
     #[arg(long = "split-bytes")]
     pub(crate) split_bytes: Option<u64>,
+    /// Each range server's block cache, in MiB (default: the engine's, 128).
+    #[arg(long = "block-cache-mb")]
+    pub(crate) block_cache_mb: Option<u64>,
     /// Milliseconds between the masters' looks at the range servers (default 500; range
     /// servers also report splits and registration at once).
     #[arg(long = "master-poll-ms")]
@@ -360,6 +363,9 @@ pub fn start(args: StartArgs) -> anyhow::Result<()> {
             let mut a = common(&["--listen", "127.0.0.1:0"]);
             if let Some(b) = args.split_bytes {
                 a.extend(["--split-bytes".to_string(), b.to_string()]);
+            }
+            if let Some(mb) = args.block_cache_mb {
+                a.extend(["--block-cache-mb".to_string(), mb.to_string()]);
             }
             a
         })?);

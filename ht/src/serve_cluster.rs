@@ -34,6 +34,9 @@ pub struct RangeserverArgs {
     /// Split a range once it holds more than this many bytes (default: the engine's, 512 MiB).
     #[arg(long = "split-bytes")]
     pub(crate) split_bytes: Option<u64>,
+    /// The block cache of decompressed cell-store blocks, in MiB (default: the engine's, 128).
+    #[arg(long = "block-cache-mb", env = "HT_BLOCK_CACHE_MB")]
+    pub(crate) block_cache_mb: Option<u64>,
 }
 
 #[derive(Args)]
@@ -129,6 +132,9 @@ pub fn rangeserver(args: RangeserverArgs, registry: &Arc<Registry>) -> anyhow::R
         registry: registry.clone(),
         ..EngineOptions::default()
     };
+    if let Some(mb) = args.block_cache_mb {
+        options.block_cache_bytes = mb << 20;
+    }
     if let Some(split) = args.split_bytes {
         options.split_size_bytes = split;
         // Caches are written out before they alone could pass the split size.

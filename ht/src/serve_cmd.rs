@@ -209,10 +209,13 @@ fn serve_rangeserver(args: RangeserverArgs, registry: &Arc<Registry>) -> anyhow:
         .with_context(|| format!("cannot open the file system {url}"))?;
     // Opening is blocking (it reaches the file system through the runtime): not inside
     // `block_on`.
-    let options = EngineOptions {
+    let mut options = EngineOptions {
         registry: registry.clone(),
         ..EngineOptions::default()
     };
+    if let Some(mb) = args.block_cache_mb {
+        options.block_cache_bytes = mb << 20;
+    }
     let engine = Engine::open(fs, "/ht", options, rt.handle().clone())
         .with_context(|| format!("cannot open the engine on {url}"))?;
     let served = rt.block_on(async {

@@ -39,6 +39,10 @@ pub struct ShellArgs {
     /// replicas as host:port,... (credentials from --data-dir).
     #[arg(long = "cluster", value_name = "DIR|ADDRS")]
     cluster: Option<String>,
+    /// The embedded database's block cache of decompressed cell-store blocks, in MiB
+    /// (default: the engine's, 128).
+    #[arg(long = "block-cache-mb", env = "HT_BLOCK_CACHE_MB")]
+    block_cache_mb: Option<u64>,
     /// The longest line read (statements, and LOAD DATA INFILE input), in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = hql::load::DEFAULT_MAX_LINE_BYTES)]
     max_line_bytes: usize,
@@ -69,6 +73,7 @@ pub fn run(args: ShellArgs, registry: &Arc<Registry>) -> i32 {
             args.cluster,
             args.dfs,
             args.data_dir,
+            args.block_cache_mb,
             registry.clone(),
         )),
     })
@@ -80,6 +85,7 @@ fn database(
     cluster: Option<String>,
     dfs: Option<String>,
     data_dir: PathBuf,
+    block_cache_mb: Option<u64>,
     registry: Arc<Registry>,
 ) -> Database {
     match cluster {
@@ -94,7 +100,11 @@ fn database(
         None => Database {
             what: format!("cannot open the database in '{}'", data_dir.display()),
             connect: Connect(Arc::new(move || {
-                let options = crate::fs_url::embedded_options(dfs.as_deref(), &data_dir, &registry);
+                let mut options =
+                    crate::fs_url::embedded_options(dfs.as_deref(), &data_dir, &registry);
+                if let Some(mb) = block_cache_mb {
+                    options.engine.block_cache_bytes = mb << 20;
+                }
                 embedded::EmbeddedClient::open(&data_dir, options)
                     .map(|c| Arc::new(c) as Arc<dyn client::Client>)
                     .map_err(|e| e.to_string())
