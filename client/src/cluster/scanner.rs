@@ -386,7 +386,7 @@ pub(super) async fn scan_table(
     if intervals.is_empty() {
         intervals.push(Interval::Rows(RowInterval::all()));
     }
-    intervals.sort_by_key(|i| i.start_key());
+    intervals.sort_by_cached_key(|i| i.start_key());
     let spans: Vec<RowRange> = intervals.iter().map(interval_rows).collect();
     let unlimited = spec.row_limit == 0
         && spec.row_offset == 0
