@@ -199,8 +199,8 @@ pub struct DataBlock {
     /// Where the entries end and the restart array starts.
     pub(crate) entries_end: usize,
     pub(crate) num_restarts: usize,
-    /// Length of the prefix shared by every restart key (it is the start of restart 0's key).
-    shared_prefix: usize,
+    /// Where in `data` the bytes shared by every restart key lie (the start of restart 0's key).
+    shared_prefix: std::ops::Range<usize>,
     /// Per restart point: the 8 key bytes after the shared prefix, big-endian, zero-padded.
     restart_words: Vec<u64>,
 }
@@ -233,7 +233,7 @@ impl DataBlock {
             data,
             entries_end,
             num_restarts,
-            shared_prefix: 0,
+            shared_prefix: 0..0,
             restart_words: Vec::new(),
         };
         let (shared, words) = {
@@ -256,7 +256,10 @@ impl DataBlock {
         if words.windows(2).any(|w| w[0] > w[1]) {
             return Err(bad("restart keys out of order"));
         }
-        b.shared_prefix = shared;
+        let at = decode_entry(&b.data, 0, entries_end)
+            .expect("restart 0 decoded above")
+            .unshared_start;
+        b.shared_prefix = at..at + shared;
         b.restart_words = words;
         Ok(b)
     }
@@ -279,11 +282,11 @@ impl DataBlock {
     /// How many restart keys are below `target`: a seek for it starts decoding at the restart
     /// point before that many (the last restart key below it).
     pub(crate) fn restarts_below(&self, target: &[u8]) -> usize {
-        let p = self.shared_prefix;
+        let prefix = &self.data[self.shared_prefix.clone()];
+        let p = prefix.len();
         if p > 0 {
-            let first = self.restart_key(0).expect("checked by parse");
             let n = p.min(target.len());
-            match target[..n].cmp(&first[..n]) {
+            match target[..n].cmp(&prefix[..n]) {
                 std::cmp::Ordering::Less => return 0,
                 std::cmp::Ordering::Greater => return self.num_restarts,
                 // A target that is a proper prefix of the shared bytes is below every key.

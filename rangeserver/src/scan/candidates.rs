@@ -226,7 +226,7 @@ mod tests {
         // A plain seek forgets the end and judges on to the passing row.
         it.seek(&common::key::row_start(b"r03")).unwrap();
         assert_eq!(&*KeyRef::from_trusted(it.key()).unwrap().row(), b"z");
-        // The end holds for `next` too.
+        // Failing rows inside the interval are stepped over, up to its end.
         let end = common::key::row_end(b"r10");
         it.seek_until(&common::key::row_start(b"r08"), Some(&end))
             .unwrap();
