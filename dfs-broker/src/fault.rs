@@ -539,4 +539,8 @@ impl FsReader for FaultReader {
     fn path(&self) -> &str {
         self.inner.path()
     }
+
+    fn prefetch(&self, offset: u64, len: usize) {
+        self.inner.prefetch(offset, len)
+    }
 }

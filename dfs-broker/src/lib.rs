@@ -190,6 +190,12 @@ pub trait FsReader: Send + Sync {
     async fn length(&self) -> FsResult<u64>;
     /// The path this reader reads.
     fn path(&self) -> &str;
+    /// A hint that `len` bytes at `offset` are about to be read: a backend that can fetch
+    /// them in the background (the local file system, into the page cache) starts to, and
+    /// returns at once; the others ignore it. Never an error: a later read fails on its own.
+    fn prefetch(&self, offset: u64, len: usize) {
+        let _ = (offset, len);
+    }
 }
 
 /// Opens the backend a URL names: `file:///abs/path` is a [`LocalFs`] rooted there;
@@ -409,6 +415,11 @@ impl BlockingReader {
 
     pub fn length(&self) -> FsResult<u64> {
         self.handle.block_on(self.inner.length())
+    }
+
+    /// See [`FsReader::prefetch`].
+    pub fn prefetch(&self, offset: u64, len: usize) {
+        self.inner.prefetch(offset, len)
     }
 
     pub fn path(&self) -> &str {

@@ -396,6 +396,19 @@ impl FsReader for LocalReader {
         }
     }
 
+    /// `posix_fadvise(WILLNEED)`: the kernel starts reading the bytes into the page cache.
+    fn prefetch(&self, offset: u64, len: usize) {
+        use std::os::fd::AsRawFd;
+        let (Ok(off), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+            return;
+        };
+        // SAFETY: a hint on a descriptor this reader owns for its whole life; it reads or
+        // writes no memory of this process. A failure only means no read-ahead.
+        unsafe {
+            libc::posix_fadvise(self.file.as_raw_fd(), off, len, libc::POSIX_FADV_WILLNEED);
+        }
+    }
+
     async fn length(&self) -> FsResult<u64> {
         self.file
             .metadata()

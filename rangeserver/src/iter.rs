@@ -21,6 +21,13 @@ pub trait CellIter: Send {
         let _ = end;
         self.seek(key)
     }
+    /// True when the cursor stands on no cell only because a bounded seek
+    /// ([`CellIter::seek_until`]) proved its interval empty without positioning (a cell store
+    /// whose row bloom filter rules out the one row sought): it is not exhausted, and the next
+    /// seek must move it.
+    fn parked(&self) -> bool {
+        false
+    }
     /// True while the cursor stands on a cell.
     fn valid(&self) -> bool;
     /// The encoded key of the current cell.
@@ -43,6 +50,9 @@ impl<T: CellIter + ?Sized> CellIter for Box<T> {
     }
     fn seek_until(&mut self, key: &[u8], end: Option<&[u8]>) -> Result<()> {
         (**self).seek_until(key, end)
+    }
+    fn parked(&self) -> bool {
+        (**self).parked()
     }
     fn valid(&self) -> bool {
         (**self).valid()

@@ -64,16 +64,33 @@ impl<I: CellIter> CellIter for MergeIter<I> {
     /// A forward seek (to a key not below the current one) leaves alone the children that stand
     /// at or past it, or are exhausted: since a child was last sought, it has stepped only over
     /// keys the merge returned or skipped as duplicates, all at or below the current key, so a
-    /// seek would leave it where it stands. Other seeks move every child.
+    /// seek would leave it where it stands. Other seeks move every child, and so does every
+    /// seek a parked child ([`CellIter::parked`]).
     fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.seek_until(key, None)
+    }
+
+    /// [`MergeIter::seek`] passing `end` to the children, so a cell store can answer a seek of
+    /// one row its bloom filter rules out without reading a block.
+    fn seek_until(&mut self, key: &[u8], end: Option<&[u8]>) -> Result<()> {
         let forward = self.current.is_some_and(|c| key >= self.children[c].key());
         for c in &mut self.children {
-            if forward && (!c.valid() || c.key() >= key) {
+            if forward
+                && if c.valid() {
+                    c.key() >= key
+                } else {
+                    !c.parked()
+                }
+            {
                 continue;
             }
-            c.seek(key)?;
+            c.seek_until(key, end)?;
         }
         self.pick()
+    }
+
+    fn parked(&self) -> bool {
+        self.current.is_none() && self.children.iter().any(|c| c.parked())
     }
 
     fn valid(&self) -> bool {
@@ -122,10 +139,18 @@ impl<I: CellIter> BoundedIter<I> {
 
 impl<I: CellIter> CellIter for BoundedIter<I> {
     fn seek(&mut self, key: &[u8]) -> Result<()> {
+        self.seek_until(key, None)
+    }
+
+    fn seek_until(&mut self, key: &[u8], end: Option<&[u8]>) -> Result<()> {
         match &self.lo {
-            Some(lo) if key < lo.as_slice() => self.inner.seek(lo),
-            _ => self.inner.seek(key),
+            Some(lo) if key < lo.as_slice() => self.inner.seek_until(lo, end),
+            _ => self.inner.seek_until(key, end),
         }
+    }
+
+    fn parked(&self) -> bool {
+        self.inner.parked()
     }
 
     fn valid(&self) -> bool {
@@ -253,6 +278,60 @@ mod tests {
         m.seek(b"b").unwrap();
         assert_eq!(seeks(&n), 3);
         assert_eq!(drain(&mut m), ["b", "m", "x", "y"]);
+    }
+
+    /// A child that parks on bounded seeks of the keys it was told to rule out.
+    struct Parking(VecIter, Vec<Vec<u8>>, bool);
+
+    impl CellIter for Parking {
+        fn seek(&mut self, key: &[u8]) -> Result<()> {
+            self.2 = false;
+            self.0.seek(key)
+        }
+        fn seek_until(&mut self, key: &[u8], end: Option<&[u8]>) -> Result<()> {
+            if end.is_some() && self.1.iter().any(|k| k == key) {
+                self.2 = true;
+                return Ok(());
+            }
+            self.seek(key)
+        }
+        fn parked(&self) -> bool {
+            self.2
+        }
+        fn valid(&self) -> bool {
+            !self.2 && self.0.valid()
+        }
+        fn key(&self) -> &[u8] {
+            self.0.key()
+        }
+        fn value(&self) -> &[u8] {
+            self.0.value()
+        }
+        fn next(&mut self) -> Result<()> {
+            if self.2 { Ok(()) } else { self.0.next() }
+        }
+    }
+
+    #[test]
+    fn a_parked_child_is_sought_again_by_the_next_forward_seek() {
+        let ruled_out = vec![b"c".to_vec()];
+        let mut m = MergeIter::new(vec![
+            Box::new(Parking(v(&["b", "d", "e"]), ruled_out, false)) as Box<dyn CellIter>,
+            Box::new(v(&["a", "c5", "z"])),
+        ]);
+        m.seek(b"").unwrap();
+        assert_eq!(m.key(), b"a");
+        // The first child parks on the bounded seek; the merge goes on with the second.
+        m.seek_until(b"c", Some(b"c\x01")).unwrap();
+        assert_eq!(m.key(), b"c5");
+        assert!(!m.parked());
+        // A forward seek: the parked child is not exhausted, so it is sought too.
+        m.seek(b"c6").unwrap();
+        assert_eq!(drain(&mut m), ["d", "e", "z"]);
+        // Every child parked: the merge is parked, not exhausted.
+        let mut m = MergeIter::new(vec![Parking(v(&["b"]), vec![b"a".to_vec()], false)]);
+        m.seek_until(b"a", Some(b"a\x01")).unwrap();
+        assert!(!m.valid() && m.parked());
     }
 
     #[test]

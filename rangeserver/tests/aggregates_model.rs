@@ -342,6 +342,10 @@ fn run(ops: &[Op]) {
     let opts = EngineOptions {
         split_size_bytes: 0,
         max_stores_per_group: 3,
+        // Every aggregate over stored data runs in pieces on several threads: key sets
+        // split between their rows, intervals at rows of the stores' indexes.
+        aggregate_pieces: 3,
+        aggregate_piece_bytes: 1,
         ..EngineOptions::default()
     };
     let e = Engine::open(fs, "/ht", opts, rt.handle().clone()).expect("open");

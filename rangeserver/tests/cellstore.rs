@@ -344,6 +344,54 @@ fn bloom_filter_rejects_most_absent_rows() {
 }
 
 #[test]
+fn a_bounded_seek_of_a_row_the_bloom_rules_out_reads_nothing_and_parks() {
+    use common::key::{row_end, row_start};
+    let env = Env::new();
+    // Even rows only: row-00000, row-00002, ...
+    let model: Model = simple_cells(4_000, 8)
+        .into_iter()
+        .filter(|(k, _)| {
+            let row = KeyRef::new(k).unwrap().row().into_owned();
+            row.last().is_some_and(|b| (b - b'0').is_multiple_of(2))
+        })
+        .collect();
+    write(
+        &env,
+        "/even",
+        opts(1024, Compressor::Lz4, BloomFilterMode::Rows),
+        &model,
+    );
+    let cs = open(&env, "/even");
+    let mut s = cs.scanner(true);
+    let mut parked = 0;
+    for i in (1..2_000).step_by(2) {
+        let row = format!("row-{i:05}");
+        let (start, end) = (row_start(row.as_bytes()), row_end(row.as_bytes()));
+        s.seek_until(&start, Some(&end)).unwrap();
+        if s.parked() {
+            parked += 1;
+            assert!(!s.valid());
+        } else {
+            // A false positive: a real seek, standing on the next (even) row.
+            assert!(s.valid() && s.key() >= end.as_slice());
+        }
+    }
+    assert!(parked > 900, "{parked} of 1000 absent rows parked");
+    assert!(s.blocks_read() < 100, "read {} blocks", s.blocks_read());
+    // A present row is sought as usual, and so is a seek whose end reaches past the row.
+    let present = row_start(b"row-00010");
+    s.seek_until(&present, Some(&row_end(b"row-00010")))
+        .unwrap();
+    assert!(!s.parked() && s.valid() && s.key().starts_with(&present));
+    s.seek_until(&row_start(b"row-00011"), Some(&row_end(b"row-00012")))
+        .unwrap();
+    assert!(!s.parked() && s.key().starts_with(&row_start(b"row-00012")));
+    // An unbounded seek never parks.
+    s.seek_until(&row_start(b"row-00013"), None).unwrap();
+    assert!(!s.parked() && s.key().starts_with(&row_start(b"row-00014")));
+}
+
+#[test]
 fn trailer_statistics() {
     let env = Env::new();
     let mut model = Model::new();

@@ -184,6 +184,14 @@ proptest! {
                 max_versions: 1,
                 ..ScanSpec::default()
             },
+            // A key set: pieces split between its rows.
+            ScanSpec {
+                row_intervals: (0..4u8)
+                    .filter(|r| *r != row)
+                    .map(|r| RowInterval::row(format!("row{r}")))
+                    .collect(),
+                ..ScanSpec::default()
+            },
         ];
         for spec in &specs {
             let got = rt

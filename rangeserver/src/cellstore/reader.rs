@@ -109,6 +109,11 @@ impl CellStore {
         &self.trailer
     }
 
+    /// True when the store has a bloom filter.
+    pub fn has_bloom(&self) -> bool {
+        self.bloom.is_some()
+    }
+
     /// Like [`CellStore::may_contain_row`] for a row already encoded as `key::row_start(row)`.
     pub fn may_contain_row_prefix(&self, row_start: &[u8]) -> bool {
         match &self.bloom {
@@ -172,11 +177,11 @@ impl CellStore {
         })
     }
 
-    /// Fetches data block `i` from the cache or the file.
-    pub(crate) fn load_block(&self, i: usize, fill_cache: bool) -> Result<Arc<DataBlock>> {
+    /// Fetches data block `i` from the cache or the file; true when it came from the file.
+    pub(crate) fn load_block(&self, i: usize, fill_cache: bool) -> Result<(Arc<DataBlock>, bool)> {
         let e = self.index[i];
         if let Some(b) = self.cache.get(self.file_id, e.offset) {
-            return Ok(b);
+            return Ok((b, false));
         }
         let buf = self.reader.pread(e.offset, e.size as usize)?;
         let (count, payload) = decode_block(&self.path, e.offset, buf, MAGIC_DATA)?;
@@ -184,7 +189,26 @@ impl CellStore {
         if fill_cache {
             self.cache.insert(self.file_id, e.offset, b.clone());
         }
-        Ok(b)
+        Ok((b, true))
+    }
+
+    /// Asks the file system to fetch blocks `from..` in the background, about `bytes` of them
+    /// in one request ([`dfs_broker::FsReader::prefetch`]); returns the block after the last
+    /// one asked for.
+    pub(crate) fn prefetch_blocks(&self, from: usize, bytes: u64) -> usize {
+        let Some(first) = self.index.get(from) else {
+            return from;
+        };
+        let mut to = from;
+        let mut len = 0u64;
+        while to < self.index.len() && len < bytes {
+            len += u64::from(self.index[to].size);
+            to += 1;
+        }
+        if let Ok(len) = usize::try_from(len) {
+            self.reader.prefetch(first.offset, len);
+        }
+        to
     }
 }
 

@@ -57,6 +57,16 @@ pub struct EngineOptions {
     /// such a cache are mostly versions waiting to be combined, and every read of a column
     /// combines all of its versions there. 0 disables.
     pub combined_flush_bytes: u64,
+    /// Threads an aggregate run in this process ([`Engine::aggregate`]) may use: its scan is
+    /// split into at most this many pieces ([`Engine::scan_pieces`]) folded at once; 1 runs it
+    /// whole.
+    ///
+    /// [`Engine::aggregate`]: crate::engine::Engine::aggregate
+    /// [`Engine::scan_pieces`]: crate::engine::Engine::scan_pieces
+    pub aggregate_pieces: usize,
+    /// Bytes of data (stores and caches, in the scanned rows) such a scan needs per piece
+    /// before it is split.
+    pub aggregate_piece_bytes: u64,
 }
 
 impl Default for EngineOptions {
@@ -79,6 +89,10 @@ impl Default for EngineOptions {
             scan_work_per_block: 1_000_000,
             combined_flush_ratio: 1.0,
             combined_flush_bytes: 8 << 20,
+            aggregate_pieces: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(4),
+            aggregate_piece_bytes: 16 << 20,
         }
     }
 }
@@ -94,6 +108,8 @@ impl std::fmt::Debug for EngineOptions {
             .field("maintenance_threads", &self.maintenance_threads)
             .field("combined_flush_ratio", &self.combined_flush_ratio)
             .field("combined_flush_bytes", &self.combined_flush_bytes)
+            .field("aggregate_pieces", &self.aggregate_pieces)
+            .field("aggregate_piece_bytes", &self.aggregate_piece_bytes)
             .finish()
     }
 }

@@ -220,10 +220,12 @@ impl Engine {
     /// `piece_bytes` or more of data, to be scanned at once (on more cores) and returned one
     /// after the other: their outputs, concatenated, are the scan's output when they read one
     /// snapshot ([`Engine::scan_at`]). Split rows come from the stores' block indexes and from
-    /// rows sampled in the caches. A scan of cell intervals, of several row intervals or with
-    /// row or cell limits or offsets (which count across rows) stays whole; so does one over
-    /// less data. Iterators see each piece as a seek to its rows, which the seek contract
-    /// allows. A scan of one row is never split.
+    /// rows sampled in the caches. A scan of several row intervals (a key set) is split
+    /// between intervals instead, when they are in order and disjoint
+    /// ([`Engine::key_set_pieces`]). A scan of cell intervals or with row or cell limits or
+    /// offsets (which count across rows) stays whole; so does one over less data. Iterators
+    /// see each piece as a seek to its rows, which the seek contract allows. A scan of one row
+    /// is never split.
     pub fn scan_pieces(
         &self,
         table_id: u32,
@@ -233,7 +235,6 @@ impl Engine {
     ) -> Vec<ScanSpec> {
         let whole = vec![spec.clone()];
         if max < 2
-            || spec.row_intervals.len() > 1
             || !spec.cell_intervals.is_empty()
             || spec.row_limit != 0
             || spec.row_offset != 0
@@ -241,6 +242,9 @@ impl Engine {
             || spec.cell_offset != 0
         {
             return whole;
+        }
+        if spec.row_intervals.len() > 1 {
+            return self.key_set_pieces(table_id, spec, max, piece_bytes);
         }
         let interval = spec
             .row_intervals
@@ -344,6 +348,73 @@ impl Engine {
         }];
         pieces.push(last);
         pieces
+    }
+}
+
+impl Engine {
+    /// [`Engine::scan_pieces`] of a scan of several row intervals: runs of consecutive
+    /// intervals, about as many in each piece. The data it reads is estimated from the stores'
+    /// block indexes: per store, the blocks between the first interval and the last, but no
+    /// more than one block per interval (a sparse key set touches a block per key, a dense one
+    /// every block); per cell cache, its bytes, but no more than a block's worth per interval.
+    /// Intervals out of order or overlapping keep the scan whole.
+    fn key_set_pieces(
+        &self,
+        table_id: u32,
+        spec: &ScanSpec,
+        max: usize,
+        piece_bytes: u64,
+    ) -> Vec<ScanSpec> {
+        let iv = &spec.row_intervals;
+        let whole = vec![spec.clone()];
+        let in_order = iv.windows(2).all(|w| match (&w[0].end, &w[1].start) {
+            (Bound::Included(e), Bound::Included(s)) => e < s,
+            (Bound::Included(e) | Bound::Excluded(e), Bound::Included(s) | Bound::Excluded(s)) => {
+                e <= s
+            }
+            _ => false,
+        });
+        if !in_order {
+            return whole;
+        }
+        let (lo, hi) = (iv[0].start_key(), iv[iv.len() - 1].end_key());
+        let mut bytes = 0u64;
+        {
+            let map = self.inner.catalog().ranges();
+            for (_, r) in
+                map.range((table_id, RangeEnd::Row(Vec::new()))..=(table_id, RangeEnd::Max))
+            {
+                for g in &r.groups {
+                    let st = g.state();
+                    // A cache counts up to a store block's worth of its bytes per interval.
+                    for c in std::iter::once(&st.active).chain(st.frozen.iter()) {
+                        bytes += c.memory_bytes().min(iv.len() as u64 * SAMPLE_BYTES);
+                    }
+                    for cs in &st.stores {
+                        let n = cs.num_blocks();
+                        if n == 0 {
+                            continue;
+                        }
+                        let per_block = cs.trailer().file_size / n as u64;
+                        let first = cs.find_block(&lo);
+                        let last = hi.as_deref().map_or(n, |h| (cs.find_block(h) + 1).min(n));
+                        let blocks = last.saturating_sub(first).min(iv.len());
+                        bytes += blocks as u64 * per_block;
+                    }
+                }
+            }
+        }
+        let n = max.min((bytes / piece_bytes.max(1)) as usize).min(iv.len());
+        if n < 2 {
+            return whole;
+        }
+        (0..n)
+            .map(|i| {
+                let mut p = spec.clone_without_intervals();
+                p.row_intervals = iv[i * iv.len() / n..(i + 1) * iv.len() / n].to_vec();
+                p
+            })
+            .collect()
     }
 }
 

@@ -47,14 +47,43 @@ pub fn fold_scanner(sc: &mut TableScanner, fold: &mut AggregateFold) -> Result<(
 }
 
 impl Engine {
-    /// Aggregates a scan of one table (`spec.aggregate` names the columns) in this thread:
-    /// the partial of every cell the same scan returns, newest version of each cell.
+    /// Aggregates a scan of one table (`spec.aggregate` names the columns) in this process:
+    /// the partial of every cell the same scan returns, newest version of each cell. A scan
+    /// over much data (a large key set, a long interval) is split into pieces of whole rows
+    /// ([`Engine::scan_pieces`], at most `EngineOptions::aggregate_pieces`), read at one
+    /// snapshot and folded on as many threads, their partials merged.
     pub fn aggregate(&self, table_id: u32, spec: &ScanSpec) -> Result<AggregatePartial> {
         let agg = check(spec)?;
         let spec = narrowed(spec, &self.schema(table_id)?);
-        let mut fold = AggregateFold::new(agg);
-        let mut sc = self.scan(table_id, &spec)?;
-        fold_scanner(&mut sc, &mut fold)?;
-        Ok(fold.finish())
+        let (max, piece_bytes) = (
+            self.inner.opts().aggregate_pieces,
+            self.inner.opts().aggregate_piece_bytes,
+        );
+        let pieces = self.scan_pieces(table_id, &spec, max, piece_bytes);
+        let fold_piece = |piece: &ScanSpec, snapshot: Option<i64>| -> Result<AggregatePartial> {
+            let mut fold = AggregateFold::new(agg);
+            let mut sc = self.scan_at(table_id, piece, snapshot)?;
+            fold_scanner(&mut sc, &mut fold)?;
+            Ok(fold.finish())
+        };
+        if pieces.len() < 2 {
+            return fold_piece(&spec, None);
+        }
+        let snapshot = Some(self.pin_snapshot());
+        let partials: Vec<Result<AggregatePartial>> = std::thread::scope(|s| {
+            let handles: Vec<_> = pieces
+                .iter()
+                .map(|p| s.spawn(move || fold_piece(p, snapshot)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+                .collect()
+        });
+        let mut total = AggregatePartial::empty(agg);
+        for p in partials {
+            total.merge(&p?).map_err(Error::InvalidInput)?;
+        }
+        Ok(total)
     }
 }

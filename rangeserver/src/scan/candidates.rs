@@ -73,7 +73,7 @@ impl<I: CellIter> CandidateRows<I> {
                 self.probe_row.clear();
                 if self.probe_skipped {
                     // Back to the row's first cell: every cell of a passing row goes up.
-                    self.src.seek(&self.pass_row)?;
+                    self.src.seek_until(&self.pass_row, self.end.as_deref())?;
                 }
                 return Ok(());
             }
@@ -101,7 +101,7 @@ impl<I: CellIter> CellIter for CandidateRows<I> {
             }
             (Some(end), e) => *e = Some(end.to_vec()),
         }
-        self.src.seek(key)?;
+        self.src.seek_until(key, end)?;
         self.pass_row.clear();
         self.probe_row.clear();
         if !self.src.valid() {

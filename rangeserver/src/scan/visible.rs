@@ -136,6 +136,9 @@ struct State {
     out_valid: bool,
     /// After a seek: nothing below this key is returned, but deletes before it are read.
     seek_target: Option<Vec<u8>>,
+    /// The end of the last seek ([`CellIter::seek_until`]), passed on to the source's own
+    /// seeks until the next one: the caller reads nothing at or past it.
+    end: Option<Vec<u8>>,
     /// After a seek into the versions of a combined cell: the cell is combined whole (all its
     /// versions), and returned only if its key is not below this (as Accumulo's `Combiner`
     /// widens a seek to the cell's start), so re-seeking just past a returned combined cell
@@ -182,6 +185,7 @@ impl State {
             out_value: Vec::new(),
             out_valid: false,
             seek_target: None,
+            end: None,
             emit_floor: None,
         }
     }
@@ -266,7 +270,7 @@ pub(crate) fn damaged<I: CellIter + ?Sized>(src: &I, msg: String) -> Error {
 }
 
 /// Moves the source to `target`: a few `next()` calls if it is near, else a seek.
-fn skip_to<I: CellIter>(src: &mut I, target: &[u8]) -> Result<()> {
+fn skip_to<I: CellIter>(src: &mut I, target: &[u8], end: Option<&[u8]>) -> Result<()> {
     for _ in 0..NEXT_BEFORE_SEEK {
         if !src.valid() || src.key() >= target {
             return Ok(());
@@ -274,7 +278,7 @@ fn skip_to<I: CellIter>(src: &mut I, target: &[u8]) -> Result<()> {
         src.next()?;
     }
     if src.valid() && src.key() < target {
-        src.seek(target)?;
+        src.seek_until(target, end)?;
     }
     Ok(())
 }
@@ -328,7 +332,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             st.cur_family = family as u16;
             if family != key::DELETE_ROW_FAMILY && !st.wanted(family) {
                 let target = st.next_family_start(&k.row(), family);
-                skip_to(src, &target)?;
+                skip_to(src, &target, st.end.as_deref())?;
                 continue;
             }
             if !st.pending.is_empty() {
@@ -352,7 +356,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
                     Some(fs) if fs.as_slice() < t.as_slice() => fs,
                     _ => t,
                 };
-                skip_to(src, &to)?;
+                skip_to(src, &to, st.end.as_deref())?;
                 continue;
             }
         }
@@ -381,7 +385,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
                 let rule = st.rule(family);
                 if !rule.qualifiers.is_empty() && !rule.wants_qualifier(&k.qualifier()) {
                     let target = key::cell_end(&k.row(), family, &k.qualifier());
-                    skip_to(src, &target)?;
+                    skip_to(src, &target, st.end.as_deref())?;
                     continue;
                 }
                 if flag == CellFlag::DeleteCell {
@@ -444,7 +448,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
         st.versions += 1;
         if max > 0 && st.versions > max {
             let target = key::cell_end(&k.row(), family, &k.qualifier());
-            skip_to(src, &target)?;
+            skip_to(src, &target, st.end.as_deref())?;
             continue;
         }
         if time_desc && st.opts.mode == Mode::Scan {
@@ -510,6 +514,14 @@ impl<I: CellIter> CellIter for VisibleCells<I> {
         self.st.desc_buf.clear();
         // Start at the beginning of the target's row, so its row and family deletes are seen.
         let row_len = row_prefix_len(target);
+        match (end, &mut self.st.end) {
+            (None, e) => *e = None,
+            (Some(end), Some(e)) => {
+                e.clear();
+                e.extend_from_slice(end);
+            }
+            (Some(end), e) => *e = Some(end.to_vec()),
+        }
         self.src.seek_until(&target[..row_len], end)?;
         self.st.emit_floor = None;
         let mut t = target.to_vec();
