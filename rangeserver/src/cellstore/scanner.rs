@@ -152,6 +152,13 @@ impl CellStoreScanner {
         }
     }
 
+    /// True when a seek to `target` is forward and ends in the held block.
+    fn stays_in_block(&self, target: &[u8]) -> bool {
+        self.valid
+            && common::key::bytes_cmp(target, &self.key).is_gt()
+            && common::key::bytes_cmp(target, self.store.index_key(self.block_idx)).is_le()
+    }
+
     fn seek_inner(&mut self, target: &[u8]) -> Result<()> {
         // A forward seek that stays in the held block needs no index search, and steps on from
         // where the scanner stands when no restart point lies between it and the target.
@@ -219,10 +226,13 @@ impl CellIter for CellStoreScanner {
     }
 
     /// A seek of one row (`key` its first key, `end` not past its last) that the store's bloom
-    /// filter rules out reads nothing and parks the scanner ([`CellIter::parked`]).
+    /// filter rules out reads nothing and parks the scanner ([`CellIter::parked`]). The filter
+    /// is asked only when the seek would leave the held block: inside it a seek reads nothing
+    /// anyway, and a probe (a few cache misses) would cost more than it saves.
     fn seek_until(&mut self, key: &[u8], end: Option<&[u8]>) -> Result<()> {
         if let Some(end) = end
             && self.store.has_bloom()
+            && !self.stays_in_block(key)
             && one_row(key, end)
             && !self.store.may_contain_row_prefix(key)
         {
