@@ -16,6 +16,7 @@ mod damage;
 mod ddl;
 mod inner;
 mod options;
+mod pieces;
 mod read;
 mod replay;
 mod write;
