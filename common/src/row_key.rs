@@ -156,41 +156,35 @@ impl RowKeySpec {
 
     /// The bytes part `i` stores for `value`.
     pub fn encode(&self, i: usize, value: &PartValue) -> Result<Vec<u8>, RowKeyError> {
+        match (self.parts[i].kind, value) {
+            (PartKind::Uint { .. }, PartValue::Int(n)) => self.encode_uint(i, *n),
+            (_, PartValue::Text(t)) => self.encode_text(i, t),
+            (_, PartValue::Int(n)) => self.encode_text(i, n.to_string().as_bytes()),
+        }
+    }
+
+    /// [`RowKeySpec::encode`] of a value given as text (a line of a key file).
+    pub fn encode_text(&self, i: usize, t: &[u8]) -> Result<Vec<u8>, RowKeyError> {
         let p = &self.parts[i];
-        match (p.kind, value) {
-            (PartKind::Uint { width }, v) => {
-                let n = match v {
-                    PartValue::Int(n) => *n,
-                    PartValue::Text(t) => parse_uint(t).ok_or_else(|| {
-                        err(format!(
-                            "part '{}' is {}: {:?} is not an unsigned integer",
-                            p.name,
-                            p.kind.hql(),
-                            String::from_utf8_lossy(t)
-                        ))
-                    })?,
-                };
-                let s = format!("{n:0w$}", w = width as usize);
-                if s.len() > width as usize {
-                    return Err(err(format!(
-                        "part '{}' is {}: {n} has more than {width} digits",
+        match p.kind {
+            PartKind::Uint { .. } => {
+                let n = parse_uint(t).ok_or_else(|| {
+                    err(format!(
+                        "part '{}' is {}: {:?} is not an unsigned integer",
                         p.name,
-                        p.kind.hql()
-                    )));
-                }
-                Ok(s.into_bytes())
+                        p.kind.hql(),
+                        String::from_utf8_lossy(t)
+                    ))
+                })?;
+                self.encode_uint(i, n)
             }
-            (PartKind::Char { width }, v) => {
-                let mut t = match v {
-                    PartValue::Int(n) => n.to_string().into_bytes(),
-                    PartValue::Text(t) => t.clone(),
-                };
+            PartKind::Char { width } => {
                 if t.len() > width as usize {
                     return Err(err(format!(
                         "part '{}' is {}: {:?} is longer than {width} bytes",
                         p.name,
                         p.kind.hql(),
-                        String::from_utf8_lossy(&t)
+                        String::from_utf8_lossy(t)
                     )));
                 }
                 if t.ends_with(b" ") {
@@ -198,17 +192,49 @@ impl RowKeySpec {
                         "part '{}' is {}: {:?} ends in a space (the padding)",
                         p.name,
                         p.kind.hql(),
-                        String::from_utf8_lossy(&t)
+                        String::from_utf8_lossy(t)
                     )));
                 }
-                t.resize(width as usize, b' ');
-                Ok(t)
+                let mut out = Vec::with_capacity(width as usize);
+                out.extend_from_slice(t);
+                out.resize(width as usize, b' ');
+                Ok(out)
             }
-            (PartKind::Varchar, v) => Ok(match v {
-                PartValue::Int(n) => n.to_string().into_bytes(),
-                PartValue::Text(t) => t.clone(),
-            }),
+            PartKind::Varchar => Ok(t.to_vec()),
         }
+    }
+
+    /// [`RowKeySpec::encode`] of a number: its decimal digits, zero-padded to the part's
+    /// width (a key set of 400K ids encodes each, so no formatting machinery).
+    fn encode_uint(&self, i: usize, n: u64) -> Result<Vec<u8>, RowKeyError> {
+        let p = &self.parts[i];
+        let PartKind::Uint { width } = p.kind else {
+            return self.encode_text(i, n.to_string().as_bytes());
+        };
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut m = n;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (m % 10) as u8;
+            m /= 10;
+            if m == 0 {
+                break;
+            }
+        }
+        let len = digits.len() - at;
+        let width = width as usize;
+        if len > width {
+            return Err(err(format!(
+                "part '{}' is {}: {n} has more than {width} digits",
+                p.name,
+                p.kind.hql()
+            )));
+        }
+        let mut out = Vec::with_capacity(width);
+        out.resize(width - len, b'0');
+        out.extend_from_slice(&digits[at..]);
+        Ok(out)
     }
 
     /// The row of these part values, each encoded as [`RowKeySpec::encode`] does.
@@ -544,6 +570,43 @@ mod tests {
             b"007"
         );
         assert!(s.encode(1, &PartValue::Text(b"a ".to_vec())).is_err());
+        // Numbers are zero-padded to the width, from 0 to the widest that fits.
+        for (n, want) in [(0, "000"), (5, "005"), (40, "040"), (999, "999")] {
+            assert_eq!(s.encode(0, &PartValue::Int(n)).unwrap(), want.as_bytes());
+            assert_eq!(
+                s.encode_text(0, n.to_string().as_bytes()).unwrap(),
+                want.as_bytes()
+            );
+        }
+        assert!(
+            s.encode_text(0, b"1000")
+                .unwrap_err()
+                .0
+                .contains("more than 3 digits")
+        );
+        assert!(
+            s.encode_text(0, b"-1")
+                .unwrap_err()
+                .0
+                .contains("not an unsigned")
+        );
+        assert!(s.encode_text(0, b"").is_err());
+        let mut wide = spec();
+        wide.parts[0].kind = PartKind::Uint {
+            width: MAX_UINT_WIDTH,
+        };
+        wide.validate().unwrap();
+        let widest = 10u64.pow(MAX_UINT_WIDTH as u32) - 1;
+        assert_eq!(
+            wide.encode(0, &PartValue::Int(widest)).unwrap(),
+            widest.to_string().as_bytes()
+        );
+        assert!(wide.encode(0, &PartValue::Int(u64::MAX)).is_err());
+        assert_eq!(
+            wide.encode(0, &PartValue::Int(1)).unwrap(),
+            format!("{:019}", 1).as_bytes()
+        );
+        assert_eq!(s.encode(1, &PartValue::Int(7)).unwrap(), b"7 ");
     }
 
     #[test]

@@ -44,7 +44,9 @@ pub(super) fn rows(set: &RowSet, limits: &KeySetLimits) -> Result<Vec<Vec<u8>>> 
                 keys.add(k.as_bytes().to_vec(), &|| format!("ROW IN: key {}", n + 1))?;
             }
         }
-        RowSet::File(name) => read_lines(name, "ROW IN FILE", |line, at| keys.add(line, at))?,
+        RowSet::File(name) => {
+            read_lines(name, "ROW IN FILE", |line, at| keys.add(line.to_vec(), at))?
+        }
     }
     keys.finish(&|| match set {
         RowSet::Keys(_) => "ROW IN".to_string(),
@@ -59,7 +61,7 @@ pub(super) fn lines(
     name: &str,
     what: &str,
     limits: &KeySetLimits,
-    mut value: impl FnMut(Vec<u8>, &dyn Fn() -> String) -> Result<Vec<u8>>,
+    mut value: impl FnMut(&[u8], &dyn Fn() -> String) -> Result<Vec<u8>>,
 ) -> Result<Vec<Vec<u8>>> {
     let mut keys = Keys {
         keys: Vec::new(),
@@ -121,7 +123,7 @@ impl Keys<'_> {
     }
 
     fn sort(&mut self) {
-        self.keys.sort_unstable();
+        sort_keys(&mut self.keys);
         self.keys.dedup();
         self.bytes = self.keys.iter().map(Vec::len).sum();
     }
@@ -146,12 +148,35 @@ impl Keys<'_> {
     }
 }
 
+/// Sorts `keys` bytewise. Keys are compared by their first 8 bytes as a number first
+/// (`word`), in an array of (word, position) that stays in the CPU cache, and only keys of
+/// equal words by their bytes: sorting 400K keys read from a file this way is several times
+/// faster than comparing the keys themselves, each behind a pointer.
+fn sort_keys(keys: &mut Vec<Vec<u8>>) {
+    if keys.is_sorted() {
+        return;
+    }
+    let mut order: Vec<(u64, usize)> = keys.iter().map(|k| word(k)).zip(0..).collect();
+    order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| keys[a.1].cmp(&keys[b.1])));
+    let mut old = std::mem::take(keys);
+    keys.extend(order.iter().map(|&(_, i)| std::mem::take(&mut old[i])));
+}
+
+/// The first 8 bytes of `k` as a big-endian number, zero-padded: `a < b` bytewise implies
+/// `word(a) <= word(b)`.
+fn word(k: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = k.len().min(8);
+    b[..n].copy_from_slice(&k[..n]);
+    u64::from_be_bytes(b)
+}
+
 /// Calls `each` with every line of the file `name` (without its line end), and a closure
 /// naming the file and line for errors.
 fn read_lines(
     name: &str,
     what: &str,
-    mut each: impl FnMut(Vec<u8>, &dyn Fn() -> String) -> Result<()>,
+    mut each: impl FnMut(&[u8], &dyn Fn() -> String) -> Result<()>,
 ) -> Result<()> {
     let path = match FileScheme::split(name) {
         (FileScheme::Local, p) => p,
@@ -169,35 +194,61 @@ fn read_lines(
         Box::new(f)
     };
     let mut src = BufReader::with_capacity(1 << 16, raw);
+    // A line split between two reads of the buffer; it holds at most one byte past the
+    // longest key (and its line end).
     let mut line = Vec::new();
     let mut n = 0u64;
-    loop {
-        n += 1;
-        line.clear();
-        // At most one byte past the longest key (and its line end) is read into `line`.
-        let max = (MAX_ROW_OR_QUALIFIER_BYTES + 3) as u64;
-        let got = (&mut src)
-            .take(max)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| ExecError::invalid(format!("{what} {name}: line {n}: {e}")))?;
-        if got == 0 {
-            return Ok(());
-        }
-        let ended = line.last() == Some(&b'\n');
+    let mut emit = |n: u64, mut l: &[u8], ended: bool| -> Result<()> {
         if ended {
-            line.pop();
-            if line.last() == Some(&b'\r') {
-                line.pop();
-            }
+            l = l.strip_suffix(b"\r").unwrap_or(l);
         }
         let at = || format!("{what} {name}: line {n}");
-        if !ended && line.len() > MAX_ROW_OR_QUALIFIER_BYTES {
+        if !ended && l.len() > MAX_ROW_OR_QUALIFIER_BYTES {
             return Err(ExecError::invalid(format!(
                 "{}: a line longer than {MAX_ROW_OR_QUALIFIER_BYTES} bytes",
                 at()
             )));
         }
-        each(std::mem::take(&mut line), &at)?;
+        each(l, &at)
+    };
+    loop {
+        let buf = match src.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(ExecError::invalid(format!(
+                    "{what} {name}: line {}: {e}",
+                    n + 1
+                )));
+            }
+        };
+        if buf.is_empty() {
+            if !line.is_empty() {
+                emit(n + 1, &line, false)?;
+            }
+            return Ok(());
+        }
+        let mut used = 0;
+        while let Some(i) = memchr::memchr(b'\n', &buf[used..]) {
+            n += 1;
+            let whole = &buf[used..used + i];
+            if line.is_empty() {
+                emit(n, whole, true)?;
+            } else {
+                line.extend_from_slice(whole);
+                emit(n, &line, true)?;
+                line.clear();
+            }
+            used += i + 1;
+        }
+        let rest = &buf[used..];
+        line.extend_from_slice(rest);
+        let len = buf.len();
+        src.consume(len);
+        // At most one byte past the longest key (and its `\r`) is kept of an unended line.
+        if line.len() > MAX_ROW_OR_QUALIFIER_BYTES + 1 {
+            return emit(n + 1, &line, false);
+        }
     }
 }
 
@@ -227,6 +278,60 @@ mod tests {
         gz.write_all(b"k2\nk1\nk 3\n").unwrap();
         let (_d2, p) = file("k.txt.gz", &gz.finish().unwrap());
         assert_eq!(rows(&RowSet::File(p), &l).unwrap(), want);
+    }
+
+    #[test]
+    fn lines_split_between_reads_come_back_whole() {
+        // 30K keys of varying length with `\r\n` and `\n` ends: lines and line ends fall on
+        // every position of the 64 KiB read buffer; the last line has no end.
+        let l = KeySetLimits::default();
+        let keys: Vec<String> = (0..30_000u32)
+            .map(|i| format!("k{}", "x".repeat((i % 7) as usize) + &i.to_string()))
+            .collect();
+        let mut text = String::new();
+        for (i, k) in keys.iter().enumerate() {
+            text.push_str(k);
+            if i + 1 < keys.len() {
+                text.push_str(if i % 3 == 0 { "\r\n" } else { "\n" });
+            }
+        }
+        let mut want: Vec<Vec<u8>> = keys.iter().map(|k| k.as_bytes().to_vec()).collect();
+        want.sort();
+        let (_d, p) = file("many.txt", text.as_bytes());
+        assert_eq!(rows(&RowSet::File(p), &l).unwrap(), want);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        gz.write_all(text.as_bytes()).unwrap();
+        let (_d2, p) = file("many.txt.gz", &gz.finish().unwrap());
+        assert_eq!(rows(&RowSet::File(p), &l).unwrap(), want);
+        // An empty line deep in the file is named by its number.
+        let (_d3, p) = file("gap.txt", format!("{text}\n\nlast").as_bytes());
+        let e = rows(&RowSet::File(p), &l).unwrap_err().to_string();
+        assert!(e.contains("line 30001") && e.contains("empty"), "{e}");
+    }
+
+    #[test]
+    fn keys_sort_bytewise_whatever_their_first_eight_bytes() {
+        let mut keys: Vec<Vec<u8>> = [
+            "",
+            "a",
+            "abcdefgh",
+            "abcdefgh\0",
+            "abcdefg",
+            "abcdefghz",
+            "abcdefgha",
+            "b",
+            "\0",
+            "abcdefgh",
+            "zzzzzzzzzzzz",
+            "abcdefgi",
+        ]
+        .iter()
+        .map(|k| k.as_bytes().to_vec())
+        .collect();
+        let mut want = keys.clone();
+        want.sort();
+        sort_keys(&mut keys);
+        assert_eq!(keys, want);
     }
 
     #[test]

@@ -160,7 +160,7 @@ fn intervals(
         PartTest::InFile(name) => {
             let what = format!("{} IN FILE", p.part);
             let v = keyset::lines(name, &what, limits, |line, at| {
-                key.encode(i, &PartValue::Text(line))
+                key.encode_text(i, line)
                     .map_err(|e| ExecError::invalid(format!("{}: {e}", at())))
             })?;
             points(v)
@@ -231,13 +231,25 @@ pub(super) fn plan(key: &RowKeySpec, slots: &Slots, max_keys: usize) -> Option<P
         let mut prefixes: Vec<Vec<u8>> = vec![Vec::new()];
         for (i, s) in slots[..lead].iter().enumerate() {
             let s = s.as_ref().expect("leading slots are given");
+            if let [(Bound::Included(v), _)] = s.as_slice() {
+                // One value: every prefix grows by it, in place.
+                for p in &mut prefixes {
+                    if i > 0 {
+                        p.push(SEPARATOR);
+                    }
+                    p.extend_from_slice(v);
+                }
+                continue;
+            }
             let mut next = Vec::with_capacity(prefixes.len() * s.len());
             for p in &prefixes {
                 for (v, _) in s {
                     let Bound::Included(v) = v else {
                         unreachable!("points")
                     };
-                    let mut r = p.clone();
+                    // Room for a few more parts, so growing by them does not reallocate.
+                    let mut r = Vec::with_capacity(p.len() + v.len() + 16);
+                    r.extend_from_slice(p);
                     if i > 0 {
                         r.push(SEPARATOR);
                     }

@@ -18,6 +18,8 @@ pub struct CellStoreScanner {
     next: usize,
     /// The current full key; entries overwrite only their unshared suffix.
     key: Vec<u8>,
+    /// Bytes the current key kept of the previous one (its entry's shared length).
+    shared: usize,
     value_start: usize,
     value_end: usize,
     valid: bool,
@@ -56,6 +58,7 @@ impl CellStoreScanner {
             block_idx: 0,
             next: 0,
             key: Vec::new(),
+            shared: 0,
             value_start: 0,
             value_end: 0,
             valid: false,
@@ -128,6 +131,7 @@ impl CellStoreScanner {
         if e.shared > self.key.len() {
             return Err(self.corrupt("entry shares more bytes than the previous key has"));
         }
+        self.shared = e.shared;
         self.key.truncate(e.shared);
         self.key
             .extend_from_slice(&b.data[e.unshared_start..e.unshared_start + e.unshared_len]);
@@ -184,13 +188,69 @@ impl CellStoreScanner {
             self.next = start;
             self.key.clear();
         }
+        self.step_to(target)
+    }
+
+    /// Steps from the current position to the first entry at or past `target`. Each entry's
+    /// key is compared with the target from where it can first differ: an entry that keeps
+    /// more of the previous key than that key had in common with the target lies below the
+    /// target as well, with no comparison; otherwise only the bytes after the common ones are
+    /// looked at. A seek steps over up to a restart interval of entries, so this avoids a
+    /// whole-key comparison per entry.
+    fn step_to(&mut self, target: &[u8]) -> Result<()> {
+        // `Some(m)`: the current key lies below the target and shares its first `m` bytes.
+        let mut below: Option<usize> = None;
         loop {
-            self.advance()?;
-            if !self.valid || common::key::bytes_cmp(&self.key, target).is_ge() {
+            if !self.decode_next()? {
+                if self.block.is_none() || self.block_idx + 1 >= self.store.num_blocks() {
+                    self.valid = false;
+                    return Ok(());
+                }
+                self.set_block(self.block_idx + 1)?;
+                below = None;
+                continue;
+            }
+            self.valid = true;
+            let shared = self.shared;
+            let from = match below {
+                // The key keeps a byte of the previous key that is below the target's.
+                Some(m) if shared > m => continue,
+                Some(_) => shared,
+                None => 0,
+            };
+            let k = &self.key[from..];
+            let t = &target[from.min(target.len())..];
+            let l = common_prefix(k, t);
+            let ge = match (k.get(l), t.get(l)) {
+                (_, None) => true,
+                (None, Some(_)) => false,
+                (Some(a), Some(b)) => a > b,
+            };
+            if ge {
                 return Ok(());
             }
+            below = Some(from + l);
         }
     }
+}
+
+/// How many leading bytes `a` and `b` have in common, 8 at a time.
+#[inline]
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if x != y {
+            return i + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
 }
 
 /// True when `key` is a row's first key (`key::row_start`) and `end` lies at or before the
@@ -283,5 +343,29 @@ impl CellIter for CellStoreScanner {
                 self.store.block_offset(self.block_idx),
             )
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::common_prefix;
+
+    proptest! {
+        #[test]
+        fn common_prefix_counts_the_equal_leading_bytes(
+            a in proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..40),
+            b in proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..40),
+            share in 0usize..40,
+        ) {
+            let want = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+            prop_assert_eq!(common_prefix(&a, &b), want(&a, &b));
+            // A long common head, then whatever differs.
+            let mut c = a[..share.min(a.len())].to_vec();
+            c.extend_from_slice(&b);
+            prop_assert_eq!(common_prefix(&a, &c), want(&a, &c));
+            prop_assert_eq!(common_prefix(&c, &a), want(&c, &a));
+        }
     }
 }

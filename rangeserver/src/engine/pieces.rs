@@ -43,7 +43,8 @@ impl Engine {
         max: usize,
         piece_bytes: u64,
     ) -> Vec<ScanSpec> {
-        let whole = vec![spec.clone()];
+        // The scan unsplit (made only when returned: a key set may hold 400K intervals).
+        let whole = || vec![spec.clone()];
         if max < 2
             || !spec.cell_intervals.is_empty()
             || spec.row_limit != 0
@@ -51,7 +52,7 @@ impl Engine {
             || spec.cell_limit != 0
             || spec.cell_offset != 0
         {
-            return whole;
+            return whole();
         }
         if spec.row_intervals.len() > 1 {
             return self.key_set_pieces(table_id, spec, max, piece_bytes);
@@ -68,7 +69,7 @@ impl Engine {
         if let (Bound::Included(a), Bound::Included(b)) = (&interval.start, &interval.end)
             && a == b
         {
-            return whole;
+            return whole();
         }
         // The work here is proportional to the scanned rows' data: the blocks of each store
         // whose keys fall in the interval, and the cache's cells there, stepped through.
@@ -130,7 +131,7 @@ impl Engine {
         rows.sort();
         rows.dedup();
         if n < 2 || rows.len() < n {
-            return whole;
+            return whole();
         }
         let mut splits: Vec<Vec<u8>> = (1..n).map(|i| rows[i * rows.len() / n].clone()).collect();
         splits.dedup();
@@ -170,7 +171,7 @@ impl Engine {
         piece_bytes: u64,
     ) -> Vec<ScanSpec> {
         let iv = &spec.row_intervals;
-        let whole = vec![spec.clone()];
+        let whole = || vec![spec.clone()];
         let in_order = iv.windows(2).all(|w| match (&w[0].end, &w[1].start) {
             (Bound::Included(e), Bound::Included(s)) => e < s,
             (Bound::Included(e) | Bound::Excluded(e), Bound::Included(s) | Bound::Excluded(s)) => {
@@ -179,7 +180,7 @@ impl Engine {
             _ => false,
         });
         if !in_order {
-            return whole;
+            return whole();
         }
         let (lo, hi) = (iv[0].start_key(), iv[iv.len() - 1].end_key());
         let mut bytes = 0u64;
@@ -203,7 +204,7 @@ impl Engine {
         }
         let n = max.min((bytes / piece_bytes.max(1)) as usize).min(iv.len());
         if n < 2 {
-            return whole;
+            return whole();
         }
         (0..n)
             .map(|i| {
