@@ -90,7 +90,7 @@ impl Engine {
         };
         // One snapshot of the range map both for the coverage check and the scan, so a split
         // in between cannot make them disagree.
-        let ranges = {
+        let ranges: Vec<Arc<Range>> = {
             let map = inner.catalog().ranges();
             // A scan must not silently return part of its rows: every row it may touch must lie
             // in a range held here, or the caller learns which row is elsewhere.
@@ -127,8 +127,13 @@ impl Engine {
             registry,
         };
         let candidates = plan.candidate_group(&groups, &vopts);
+        let range_ends = ranges
+            .iter()
+            .map(|r| r.end_row.as_deref().map(key::row_start))
+            .collect();
         let cursor = TableCursor {
             ranges,
+            range_ends,
             only_row,
             groups,
             vopts,
@@ -138,6 +143,7 @@ impl Engine {
             current: None,
             current_idx: 0,
             end: None,
+            clip: SeekRange::all(),
             stepped: 0,
         };
         let mut sc = TableScanner {
@@ -434,7 +440,7 @@ impl RangeSource {
 
 impl KvIter for RangeSource {
     fn seek(&mut self, range: &SeekRange, families: &Families) -> Result<()> {
-        self.end = range.end.clone();
+        self.end.clone_from(&range.end);
         let snap = &self.snap;
         self.merge.seek_with(|i, c| {
             // Row deletes live in every group, so a group is read only for the families asked.
@@ -534,6 +540,8 @@ impl StackPlan {
 /// iterator stack.
 struct TableCursor {
     ranges: Vec<Arc<Range>>,
+    /// Per range, the first key past its rows (`None`: the table's last range).
+    range_ends: Vec<Option<Vec<u8>>>,
     only_row: Option<Vec<u8>>,
     groups: Vec<usize>,
     vopts: VisibleOptions,
@@ -545,6 +553,8 @@ struct TableCursor {
     current_idx: usize,
     /// The end of the current seek (over all ranges).
     end: Option<Vec<u8>>,
+    /// The current seek clipped to the current range ([`TableCursor::clip`]).
+    clip: SeekRange,
     /// Cells stepped over in the current range, not yet added to its `cells_read`.
     stepped: u64,
 }
@@ -578,15 +588,22 @@ impl TableCursor {
         Ok(())
     }
 
-    /// The seek range clipped to range `idx`'s rows.
-    fn clipped(&self, idx: usize, start: Vec<u8>) -> SeekRange {
-        let range_end = self.ranges[idx].end_row.as_deref().map(key::row_start);
-        let end = match (&self.end, range_end) {
-            (Some(e), Some(r)) => Some(e.clone().min(r)),
-            (Some(e), None) => Some(e.clone()),
-            (None, r) => r,
+    /// Sets `self.clip` to the seek from `start` to `self.end`, clipped to range `idx`'s
+    /// rows (in buffers kept from seek to seek: a key set seeks once per key).
+    fn clip(&mut self, idx: usize, start: &[u8]) {
+        self.clip.start.clear();
+        self.clip.start.extend_from_slice(start);
+        let end = match (self.end.as_deref(), self.range_ends[idx].as_deref()) {
+            (Some(e), Some(r)) => Some(e.min(r)),
+            (e, r) => e.or(r),
         };
-        SeekRange::new(start, end)
+        match (&mut self.clip.end, end) {
+            (Some(buf), Some(e)) => {
+                buf.clear();
+                buf.extend_from_slice(e);
+            }
+            (buf, e) => *buf = e.map(<[u8]>::to_vec),
+        }
     }
 
     /// Moves on to following ranges until one has a cell (or the stack yielded).
@@ -605,11 +622,11 @@ impl TableCursor {
                 return Ok(());
             }
             self.open_range(next)?;
-            let r = self.clipped(next, start);
+            self.clip(next, &start);
             self.current
                 .as_mut()
                 .expect("just opened")
-                .seek(&r, &Families::all())?;
+                .seek(&self.clip, &Families::all())?;
         }
         Ok(())
     }
@@ -636,12 +653,12 @@ impl ScanSource for TableCursor {
         if self.current.is_none() || self.current_idx != idx {
             self.open_range(idx)?;
         }
-        self.end = range.end.clone();
-        let r = self.clipped(idx, range.start.clone());
+        self.end.clone_from(&range.end);
+        self.clip(idx, &range.start);
         self.current
             .as_mut()
             .expect("opened")
-            .seek(&r, &Families::all())?;
+            .seek(&self.clip, &Families::all())?;
         self.settle()
     }
 

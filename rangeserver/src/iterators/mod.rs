@@ -36,10 +36,26 @@ use crate::error::{Error, Result};
 
 /// An encoded-key interval `[start, end)`: `start` empty means from the beginning, `end`
 /// `None` means to the end.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub struct SeekRange {
     pub start: Vec<u8>,
     pub end: Option<Vec<u8>>,
+}
+
+impl Clone for SeekRange {
+    fn clone(&self) -> Self {
+        Self {
+            start: self.start.clone(),
+            end: self.end.clone(),
+        }
+    }
+
+    /// Reuses `self`'s buffers: a key set seeks once per key, through several layers that
+    /// each keep the range they were given.
+    fn clone_from(&mut self, source: &Self) {
+        self.start.clone_from(&source.start);
+        self.end.clone_from(&source.end);
+    }
 }
 
 impl SeekRange {

@@ -48,6 +48,8 @@ pub struct RowIter {
     logic: Box<dyn RowLogic>,
     budget: Budget,
     range: SeekRange,
+    /// The range this iterator last sought its source to (a buffer kept from seek to seek).
+    src_range: SeekRange,
     families: Families,
     out: VecDeque<(Vec<u8>, Vec<u8>)>,
     yielded: Option<Vec<u8>>,
@@ -82,6 +84,7 @@ impl RowIter {
             logic,
             budget,
             range: SeekRange::all(),
+            src_range: SeekRange::all(),
             families: Families::all(),
             out: VecDeque::new(),
             yielded: None,
@@ -130,11 +133,13 @@ impl RowIter {
         while self.src.valid() && self.src.key().starts_with(row) {
             if !want {
                 // The logic needs no more of this row: go past it.
-                let mut end = row.to_vec();
-                let n = end.len();
-                end[n - 1] = 2;
-                let r = SeekRange::new(end, self.range.end.clone());
-                self.src.seek(&r, &self.families)?;
+                let r = &mut self.src_range;
+                r.start.clear();
+                r.start.extend_from_slice(row);
+                let n = r.start.len();
+                r.start[n - 1] = 2;
+                r.end.clone_from(&self.range.end);
+                self.src.seek(&self.src_range, &self.families)?;
                 return Ok(true);
             }
             want = self.logic.cell(self.src.key(), self.src.value())?;
@@ -155,9 +160,10 @@ impl KvIter for RowIter {
         self.out.clear();
         self.stop_holding();
         self.yielded = None;
-        self.range = range.clone();
+        self.range.clone_from(range);
         self.families = *families;
-        let mut r = range.clone();
+        let r = &mut self.src_range;
+        r.clone_from(range);
         let resuming = self.resume_at.take().is_some_and(|k| k == range.start);
         if self.logic.whole_rows_only() && !resuming {
             let n = row_prefix_len(&r.start);
@@ -167,7 +173,7 @@ impl KvIter for RowIter {
                 r.start[n - 1] = 2;
             }
         }
-        self.src.seek(&r, families)?;
+        self.src.seek(&self.src_range, families)?;
         self.fill()
     }
     fn valid(&self) -> bool {

@@ -62,8 +62,10 @@ pub struct SpecFilter<I: ScanSource> {
     /// encoded keys, so no key is decoded to test them.
     intervals: KeyBounds,
     next_interval: usize,
-    /// The end key of the current interval (`Some(None)`: unbounded).
-    current: Option<Option<Vec<u8>>>,
+    /// The interval being read (its index in `intervals`), if any.
+    current: Option<usize>,
+    /// The range of the source's last seek (a buffer kept from seek to seek).
+    seek_range: SeekRange,
     /// SCAN_AND_FILTER_ROWS: the rows to keep, as (start key, end key) in order, while one
     /// interval from the first start to the last end is stepped through; and the first of
     /// them not yet passed.
@@ -139,6 +141,7 @@ impl<I: ScanSource> SpecFilter<I> {
             intervals,
             next_interval: 0,
             current: None,
+            seek_range: SeekRange::all(),
             filter_rows,
             one_interval: spec.one_interval,
             row_skip: spec.row_skip.clone(),
@@ -195,26 +198,36 @@ impl<I: ScanSource> SpecFilter<I> {
         let Some(k) = self.yielded.take() else {
             return Ok(());
         };
-        let end = self.current.clone().flatten();
-        self.src.seek(&SeekRange::new(k, end))?;
+        self.seek_within(&k)?;
         self.advance()
     }
 
     /// Seeks the source to `target` within the current interval.
-    fn seek_within(&mut self, target: Vec<u8>) -> Result<()> {
-        let end = self.current.clone().flatten();
-        self.src.seek(&SeekRange::new(target, end))
+    fn seek_within(&mut self, target: &[u8]) -> Result<()> {
+        let end = self.current.and_then(|i| self.intervals[i].1.as_ref());
+        self.seek_range.start.clear();
+        self.seek_range.start.extend_from_slice(target);
+        match (&mut self.seek_range.end, end) {
+            (Some(buf), Some(e)) => {
+                buf.clear();
+                buf.extend_from_slice(e);
+            }
+            (buf, e) => *buf = e.cloned(),
+        }
+        self.src.seek(&self.seek_range)
     }
 
     fn start_next_interval(&mut self) -> Result<bool> {
-        let Some((start, end)) = self.intervals.get(self.next_interval) else {
+        let i = self.next_interval;
+        if i >= self.intervals.len() {
             self.current = None;
             return Ok(false);
-        };
+        }
         self.next_interval += 1;
-        let range = SeekRange::new(start.clone(), end.clone());
-        self.src.seek(&range)?;
-        self.current = Some(end.clone());
+        self.current = Some(i);
+        self.seek_range.start.clone_from(&self.intervals[i].0);
+        self.seek_range.end.clone_from(&self.intervals[i].1);
+        self.src.seek(&self.seek_range)?;
         self.cur_row.clear();
         self.row_counted = false;
         self.cur_family = u16::MAX;
@@ -255,8 +268,9 @@ impl<I: ScanSource> SpecFilter<I> {
                 self.current = None;
                 continue;
             }
-            let end = self.current.as_ref().expect("an interval is current");
-            if end
+            let i = self.current.expect("an interval is current");
+            if self.intervals[i]
+                .1
                 .as_ref()
                 .is_some_and(|e| key::bytes_cmp(self.src.key(), e).is_ge())
             {
@@ -286,7 +300,7 @@ impl<I: ScanSource> SpecFilter<I> {
                     match skip.navigate(&k.row()) {
                         Navigate::Include => {}
                         Navigate::SeekRow(r) => {
-                            self.seek_within(key::row_start(&r))?;
+                            self.seek_within(&key::row_start(&r))?;
                             continue;
                         }
                         Navigate::Done => {
@@ -300,7 +314,7 @@ impl<I: ScanSource> SpecFilter<I> {
                     && !re.is_match(&k.row())
                 {
                     let end = key::row_end(&k.row());
-                    self.seek_within(end)?;
+                    self.seek_within(&end)?;
                     continue;
                 }
             }
@@ -317,7 +331,7 @@ impl<I: ScanSource> SpecFilter<I> {
             if self.cell_limit_per_family > 0 {
                 if self.family_cells >= self.cell_limit_per_family {
                     let end = key::family_end(&k.row(), k.family());
-                    self.seek_within(end)?;
+                    self.seek_within(&end)?;
                     continue;
                 }
                 self.family_cells += 1;
@@ -334,7 +348,7 @@ impl<I: ScanSource> SpecFilter<I> {
             }
             if self.rows_started <= self.row_offset {
                 let end = key::row_end(&k.row());
-                self.seek_within(end)?;
+                self.seek_within(&end)?;
                 continue;
             }
             self.cells_passed += 1;

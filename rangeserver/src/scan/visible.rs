@@ -136,6 +136,8 @@ struct State {
     out_valid: bool,
     /// After a seek: nothing below this key is returned, but deletes before it are read.
     seek_target: Option<Vec<u8>>,
+    /// The buffer of the last seek target, kept for the next ([`State::clear_seek_target`]).
+    spare_target: Vec<u8>,
     /// The end of the last seek ([`CellIter::seek_until`]), passed on to the source's own
     /// seeks until the next one: the caller reads nothing at or past it.
     end: Option<Vec<u8>>,
@@ -185,6 +187,7 @@ impl State {
             out_value: Vec::new(),
             out_valid: false,
             seek_target: None,
+            spare_target: Vec::new(),
             end: None,
             emit_floor: None,
         }
@@ -197,6 +200,13 @@ impl State {
     /// True if the scan returns cells of this family.
     fn wanted(&self, family: u8) -> bool {
         self.opts.families[family as usize].selected && self.mask.contains(family)
+    }
+
+    /// Drops the seek target, keeping its buffer for the next seek's.
+    fn clear_seek_target(&mut self) {
+        if let Some(t) = self.seek_target.take() {
+            self.spare_target = t;
+        }
     }
 
     fn reset_row(&mut self) {
@@ -342,7 +352,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
         // A seek into the middle of a row still reads the row's and family's deletes.
         if let Some(t) = &st.seek_target {
             if src_key >= t.as_slice() {
-                st.seek_target = None;
+                st.clear_seek_target();
             } else if family != key::DELETE_ROW_FAMILY
                 && !(flag == CellFlag::DeleteColumnFamily && k.qualifier().is_empty())
             {
@@ -498,7 +508,7 @@ impl<I: CellIter> VisibleCells<I> {
         self.st.reset_row();
         self.st.pending.clear();
         self.st.desc_buf.clear();
-        self.st.seek_target = None;
+        self.st.clear_seek_target();
         self.st.out_valid = false;
     }
 }
@@ -524,7 +534,10 @@ impl<I: CellIter> CellIter for VisibleCells<I> {
         }
         self.src.seek_until(&target[..row_len], end)?;
         self.st.emit_floor = None;
-        let mut t = target.to_vec();
+        self.st.clear_seek_target();
+        let mut t = std::mem::take(&mut self.st.spare_target);
+        t.clear();
+        t.extend_from_slice(target);
         if let Some(cell_len) = cell_prefix_len(target)
             && target.len() > cell_len
             && self.st.rule(target[row_len]).combiner.is_some()
