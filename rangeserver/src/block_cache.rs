@@ -72,6 +72,11 @@ impl BlockCache {
         self.misses.load(Ordering::Relaxed)
     }
 
+    /// True when the block is cached; counts neither a hit nor a miss.
+    pub(crate) fn contains(&self, file_id: u64, offset: u64) -> bool {
+        self.cache.contains_key(&(file_id, offset))
+    }
+
     pub(crate) fn get(&self, file_id: u64, offset: u64) -> Option<Arc<DataBlock>> {
         let r = self.cache.get(&(file_id, offset));
         let counter = if r.is_some() {

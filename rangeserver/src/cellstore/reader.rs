@@ -192,6 +192,30 @@ impl CellStore {
         Ok((b, true))
     }
 
+    /// True when data block `i` is in the block cache (no hit or miss is counted).
+    pub(crate) fn block_cached(&self, i: usize) -> bool {
+        self.cache.contains(self.file_id, self.index[i].offset)
+    }
+
+    /// Stored bytes of data block `i`.
+    pub(crate) fn block_size(&self, i: usize) -> u64 {
+        u64::from(self.index[i].size)
+    }
+
+    /// Asks the file system to fetch data blocks `first..last` in the background
+    /// ([`dfs_broker::FsReader::prefetch`]).
+    pub(crate) fn prefetch_span(&self, first: usize, last: usize) {
+        let last = last.min(self.index.len());
+        if first >= last {
+            return;
+        }
+        let start = self.index[first].offset;
+        let e = self.index[last - 1];
+        if let Ok(len) = usize::try_from(e.offset + u64::from(e.size) - start) {
+            self.reader.prefetch(start, len);
+        }
+    }
+
     /// Asks the file system to fetch blocks `from..` in the background, about `bytes` of them
     /// in one request ([`dfs_broker::FsReader::prefetch`]); returns the block after the last
     /// one asked for.

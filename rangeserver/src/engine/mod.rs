@@ -17,6 +17,7 @@ mod ddl;
 mod inner;
 mod options;
 mod pieces;
+mod prefetch;
 mod read;
 mod replay;
 mod write;

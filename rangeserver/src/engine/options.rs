@@ -67,6 +67,10 @@ pub struct EngineOptions {
     /// Bytes of data (stores and caches, in the scanned rows) such a scan needs per piece
     /// before it is split.
     pub aggregate_piece_bytes: u64,
+    /// Bytes of cell-store blocks a scan of a key set (several row intervals) asks the file
+    /// system for ahead of reading them, per store and piece (`engine/prefetch.rs`); 0 turns
+    /// the prefetch off. The blocks go to the operating system's page cache, not to ht's.
+    pub key_set_prefetch_bytes: u64,
 }
 
 impl Default for EngineOptions {
@@ -93,6 +97,7 @@ impl Default for EngineOptions {
                 .map_or(1, |n| n.get())
                 .min(4),
             aggregate_piece_bytes: 16 << 20,
+            key_set_prefetch_bytes: 64 << 20,
         }
     }
 }
@@ -110,6 +115,7 @@ impl std::fmt::Debug for EngineOptions {
             .field("combined_flush_bytes", &self.combined_flush_bytes)
             .field("aggregate_pieces", &self.aggregate_pieces)
             .field("aggregate_piece_bytes", &self.aggregate_piece_bytes)
+            .field("key_set_prefetch_bytes", &self.key_set_prefetch_bytes)
             .finish()
     }
 }

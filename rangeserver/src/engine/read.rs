@@ -127,6 +127,14 @@ impl Engine {
             registry,
         };
         let candidates = plan.candidate_group(&groups, &vopts);
+        if spec.row_intervals.len() > 1 {
+            super::prefetch::key_set(
+                &ranges,
+                &groups,
+                &spec.row_intervals,
+                inner.opts().key_set_prefetch_bytes,
+            );
+        }
         let range_ends = ranges
             .iter()
             .map(|r| r.end_row.as_deref().map(key::row_start))
