@@ -151,6 +151,11 @@ pub struct ColumnSelector {
     pub qualifier: QualifierMatch,
 }
 
+/// A scan of at least this many row intervals (a key set, in order) has the cell-store blocks
+/// its intervals start in asked of the file system ahead of reading them (the range server's
+/// key-set prefetch; EXPLAIN says so).
+pub const PREFETCH_MIN_INTERVALS: usize = 8;
+
 /// A scan request. The default scans everything and returns the schema's versions.
 #[derive(Debug, Clone)]
 pub struct ScanSpec {

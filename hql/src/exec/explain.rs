@@ -9,7 +9,7 @@ use std::ops::Bound;
 
 use client::TableRange;
 use common::BloomFilterMode;
-use common::scan_spec::RowInterval;
+use common::scan_spec::{PREFETCH_MIN_INTERVALS, RowInterval};
 use common::{ScanSpec, TableSchema};
 
 use super::select::{build_query, scan_and_filter_rows, with_options};
@@ -160,6 +160,13 @@ fn scan_lines(
         "one sorted pass".to_string()
     };
     lines.push(format!("access: {access}"));
+    if !spec.scan_and_filter && spec.row_intervals.len() >= PREFETCH_MIN_INTERVALS {
+        lines.push(
+            "prefetch: the cell-store blocks where the rows start are asked for ahead, \
+             neighbours joined"
+                .into(),
+        );
+    }
     if let Some(vp) = &spec.value_predicates {
         lines.push(format!(
             "value predicates: {}, in the range servers",

@@ -48,6 +48,8 @@ SELECT * FROM v WHERE region = 'us' AND name IN ('carol', '');
 SHOW CREATE TABLE v;
 # EXPLAIN shows the plan without running it.
 EXPLAIN SELECT * FROM o WHERE objectid IN (1, 5, 7) AND fieldtype = 'F1';
+# A key set of 8 rows or more has the blocks its rows start in asked for ahead.
+EXPLAIN SELECT * FROM o WHERE objectid IN (1, 2, 3, 4, 5, 6, 7, 8) AND fieldtype = 'F1';
 EXPLAIN SELECT val FROM o WHERE objectid IN (1, 5) AND attribid = "A1" LIMIT 1;
 EXPLAIN SELECT * FROM o WHERE fieldtype = 'F2' AND objectid BETWEEN 2 AND 9;
 EXPLAIN SELECT * FROM o WHERE objectid IN (1, 2) SCAN_AND_FILTER_ROWS;

@@ -19,7 +19,7 @@ use crate::cellstore::CellStore;
 use crate::range::Range;
 
 /// Key sets of fewer intervals are not prefetched: a thread costs more than it saves.
-const MIN_INTERVALS: usize = 8;
+const MIN_INTERVALS: usize = common::scan_spec::PREFETCH_MIN_INTERVALS;
 /// A store whose first this many needed blocks are all cached is taken as warm.
 const WARM_PROBE_BLOCKS: usize = 32;
 /// Prefetch threads running at once in this process; more key-set scans go without.
