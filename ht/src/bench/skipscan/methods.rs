@@ -80,9 +80,18 @@ impl Families {
 
 /// Creates the table through HQL, loads the rows with a mutator, compacts them into cell
 /// stores and waits for maintenance.
-pub fn create_and_load(client: Arc<dyn Client>, n: u64, seed: u64) -> anyhow::Result<()> {
+pub fn create_and_load(
+    client: Arc<dyn Client>,
+    n: u64,
+    seed: u64,
+    blocksize: Option<u32>,
+) -> anyhow::Result<()> {
     let mut ex = hql::exec::Executor::new(client.clone());
-    let stmt = hql::parse_statement(CREATE)?;
+    let create = match blocksize {
+        Some(b) => format!("{CREATE} BLOCKSIZE = {b}"),
+        None => CREATE.to_string(),
+    };
+    let stmt = hql::parse_statement(&create)?;
     ex.execute(&stmt, &mut std::io::sink())
         .context("creating the table")?;
     let fam = Families::of(client.as_ref())?;
