@@ -12,6 +12,7 @@
 
 use std::collections::VecDeque;
 use std::future::Future;
+use std::ops::Bound;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 
@@ -51,6 +52,18 @@ pub(super) fn plan_parts(
     per_request: usize,
     max_bytes: usize,
 ) -> Vec<Part> {
+    plan_parts_with(ranges, intervals, per_request, max_bytes, true)
+}
+
+/// [`plan_parts`]; `fast` takes intervals inside one run by [`within_one_run`] (tests compare
+/// it with the general path).
+fn plan_parts_with(
+    ranges: &[RangeLocation],
+    intervals: &[RowInterval],
+    per_request: usize,
+    max_bytes: usize,
+    fast: bool,
+) -> Vec<Part> {
     let per_request = per_request.max(1);
     let span_bytes =
         |s: &RowRange| s.start.as_ref().map_or(0, Vec::len) + s.end.as_ref().map_or(0, Vec::len);
@@ -58,6 +71,38 @@ pub(super) fn plan_parts(
     // The run of the last part (its server and end row) and its bytes of rows.
     let mut last: Option<(Option<Vec<u8>>, usize)> = None;
     for interval in intervals {
+        // Most intervals of a key set lie in one range: they join or start a part as they
+        // are, their run found and compared without copying a row.
+        if let Some((location, run_end, bytes)) =
+            fast.then(|| within_one_run(ranges, interval)).flatten()
+        {
+            let joins = match (parts.last(), &last) {
+                (Some(p), Some((end, b))) => {
+                    p.location == location
+                        && end.as_deref() == run_end
+                        && p.intervals.len() < per_request
+                        && b + bytes <= max_bytes
+                }
+                _ => false,
+            };
+            if joins {
+                parts
+                    .last_mut()
+                    .expect("a part to join")
+                    .intervals
+                    .push(interval.clone());
+                if let Some((_, b)) = &mut last {
+                    *b += bytes;
+                }
+            } else {
+                parts.push(Part {
+                    location: location.to_string(),
+                    intervals: vec![interval.clone()],
+                });
+                last = Some((run_end.map(<[u8]>::to_vec), bytes));
+            }
+            continue;
+        }
         let whole = Interval::Rows(interval.clone());
         let span = interval_rows(&whole);
         let mut from = span.start.clone();
@@ -101,6 +146,37 @@ pub(super) fn plan_parts(
         }
     }
     parts
+}
+
+/// For an interval whose rows all lie in the run of ranges its first row is in: that run's
+/// server and end row, and the interval's bytes of rows as [`plan_parts`] counts them.
+fn within_one_run<'a>(
+    ranges: &'a [RangeLocation],
+    interval: &RowInterval,
+) -> Option<(&'a str, Option<&'a [u8]>, usize)> {
+    let start: &[u8] = match &interval.start {
+        Bound::Included(s) | Bound::Excluded(s) => s,
+        Bound::Unbounded => return None,
+    };
+    let at = locate_index(ranges, start);
+    let mut last = at;
+    while last + 1 < ranges.len() && ranges[last + 1].location == ranges[at].location {
+        last += 1;
+    }
+    let run_end = ranges[last].end_row.as_deref();
+    // The rows end just after `e` (included) or at `e` (excluded).
+    let (inside, end_bytes) = match (&interval.end, run_end) {
+        (Bound::Included(e), Some(r)) => (e.as_slice() < r, e.len() + 1),
+        (Bound::Included(e), None) => (true, e.len() + 1),
+        (Bound::Excluded(e), Some(r)) => (e.as_slice() <= r, e.len()),
+        (Bound::Excluded(e), None) => (true, e.len()),
+        (Bound::Unbounded, _) => return None,
+    };
+    inside.then_some((
+        ranges[at].location.as_str(),
+        run_end,
+        start.len() + end_bytes,
+    ))
 }
 
 /// The server holding `row` and the end of the run of consecutive ranges it holds from there
@@ -423,7 +499,6 @@ fn skip_done(spans: &[RowRange], next: &mut usize, row: &[u8]) {
 
 #[cfg(test)]
 mod tests {
-    use std::ops::Bound;
 
     use super::*;
 
@@ -486,6 +561,56 @@ mod tests {
         assert_eq!(all, keys);
         // A byte budget of one key's rows makes a part per key.
         assert_eq!(plan_parts(&r, &keys, 100, 2).len(), keys.len());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn intervals_inside_one_run_are_planned_as_the_general_path_plans_them(
+            ends in proptest::collection::btree_set(0u8..40, 0..6),
+            locs in proptest::collection::vec(0u8..2, 7),
+            bounds in proptest::collection::btree_set(0u8..50, 2..30),
+            kinds in proptest::collection::vec(0u8..6, 15),
+            per_request in 1usize..5,
+            max_bytes in 2usize..20,
+        ) {
+            let row = |b: u8| vec![b'a' + b / 2; 1 + (b % 2) as usize];
+            let spec: Vec<(Vec<u8>, String)> = ends
+                .iter()
+                .map(|&e| row(e))
+                .chain(std::iter::once(Vec::new()))
+                .zip(&locs)
+                .map(|(e, l)| (e, format!("rs{l}")))
+                .collect();
+            let spec: Vec<(&str, &str)> = spec
+                .iter()
+                .map(|(e, l)| (std::str::from_utf8(e).unwrap(), l.as_str()))
+                .collect();
+            let r = ranges(&spec);
+            // Disjoint intervals in order from pairs of the sorted bounds, of every kind.
+            let b: Vec<Vec<u8>> = bounds.iter().map(|&x| row(x)).collect();
+            let mut intervals = Vec::new();
+            for (i, pair) in b.chunks(2).enumerate() {
+                let (lo, hi) = (pair[0].clone(), pair.get(1).cloned().unwrap_or(pair[0].clone()));
+                let k = kinds[i % kinds.len()];
+                let last = (i + 1) * 2 >= b.len();
+                intervals.push(RowInterval {
+                    start: if k % 2 == 0 { Bound::Included(lo) } else { Bound::Excluded(lo) },
+                    end: match k / 2 {
+                        0 => Bound::Included(hi),
+                        1 => Bound::Excluded(hi),
+                        _ if last => Bound::Unbounded,
+                        _ => Bound::Included(hi),
+                    },
+                });
+            }
+            let plan = |fast| {
+                plan_parts_with(&r, &intervals, per_request, max_bytes, fast)
+                    .iter()
+                    .map(|p| (p.location.clone(), p.intervals.clone()))
+                    .collect::<Vec<_>>()
+            };
+            proptest::prop_assert_eq!(plan(true), plan(false));
+        }
     }
 
     #[test]
