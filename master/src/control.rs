@@ -222,11 +222,18 @@ impl Master {
         Ok(out)
     }
 
+    /// Runs the logged operations in order, stopping at the first that cannot finish yet, but
+    /// for recoveries: they run even behind a blocked operation, which may be waiting for
+    /// exactly them (a move whose METADATA range was on the server that died with it).
     async fn run_pending_ops(&mut self) -> Result<()> {
+        let mut blocked = false;
         for (seq, op) in self.pending_ops().await? {
+            if blocked && !matches!(op, Operation::Recover { .. }) {
+                continue;
+            }
             if let Err(e) = self.run_op(seq, op.clone()).await {
                 tracing::info!(op = op.describe(), error = %e, "operation not finished yet");
-                return Ok(());
+                blocked = true;
             }
         }
         Ok(())
