@@ -92,21 +92,38 @@ pub(crate) fn key_set(
     if stores.is_empty() {
         return;
     }
-    if RUNNING.fetch_add(1, Ordering::AcqRel) >= MAX_THREADS {
-        RUNNING.fetch_sub(1, Ordering::AcqRel);
+    let Some(slot) = Slot::take() else {
         return;
-    }
-    let spawned = std::thread::Builder::new()
+    };
+    // The slot goes with the closure: freed when the thread ends, even by a panic, or here
+    // when no thread could be started.
+    let _ = std::thread::Builder::new()
         .name("ht-prefetch".into())
         .spawn(move || {
+            let _slot = slot;
             for (cs, lo, hi) in &stores {
                 for (first, last) in runs(cs, &keys, lo.as_deref(), hi.as_deref(), max_bytes) {
                     cs.prefetch_span(first, last);
                 }
             }
-            RUNNING.fetch_sub(1, Ordering::AcqRel);
         });
-    if spawned.is_err() {
+}
+
+/// One of the [`MAX_THREADS`] prefetch threads, counted in [`RUNNING`] while it lives.
+struct Slot;
+
+impl Slot {
+    fn take() -> Option<Slot> {
+        if RUNNING.fetch_add(1, Ordering::AcqRel) >= MAX_THREADS {
+            RUNNING.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Slot)
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
         RUNNING.fetch_sub(1, Ordering::AcqRel);
     }
 }
@@ -295,5 +312,15 @@ mod tests {
         assert!(runs(&cs, &keys(&dense), None, None, unlimited).is_empty());
         // Out of order or too few keys: nothing is started (and nothing fails).
         key_set(&[], &[0], &[], unlimited);
+        // Slots are bounded and come back when dropped (other threads of this process may
+        // hold some meanwhile, never more than the bound).
+        let mut taken: Vec<Slot> = std::iter::from_fn(Slot::take)
+            .take(2 * MAX_THREADS)
+            .collect();
+        assert!(taken.len() <= MAX_THREADS, "{} slots", taken.len());
+        assert!(Slot::take().is_none());
+        if taken.pop().is_some() {
+            assert!(Slot::take().is_some());
+        }
     }
 }
