@@ -287,6 +287,37 @@ pub fn set_timestamp(enc: &mut [u8], timestamp: i64) {
     enc[n - 16..n - 8].copy_from_slice(&desc_i64(timestamp));
 }
 
+/// How many leading bytes `a` and `b` have in common, eight at a time inline (as
+/// [`bytes_cmp`] compares them).
+#[inline]
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= n {
+        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
+        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
+        if x != y {
+            return i + ((x ^ y).trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a[i] == b[i] {
+        i += 1;
+    }
+    i
+}
+
+/// The first 8 bytes of `k` as a big-endian number, zero-padded: `a < b` bytewise implies
+/// `prefix_word(a) <= prefix_word(b)`, so sorting or searching by it first needs the bytes
+/// only where words are equal.
+#[inline]
+pub fn prefix_word(k: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = k.len().min(8);
+    b[..n].copy_from_slice(&k[..n]);
+    u64::from_be_bytes(b)
+}
+
 /// Compares two byte strings as `<[u8]>::cmp` does, eight bytes at a time inline: encoded keys
 /// are short, and a `memcmp` call per comparison dominated scans.
 #[inline]
@@ -546,10 +577,16 @@ mod tests {
         #[test]
         fn bytes_cmp_is_slice_cmp(a in proptest::collection::vec(any::<u8>(), 0..40), b in proptest::collection::vec(any::<u8>(), 0..40)) {
             prop_assert_eq!(bytes_cmp(&a, &b), a.cmp(&b));
+            let lcp = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+            prop_assert_eq!(common_prefix(&a, &b), lcp);
+            if a < b {
+                prop_assert!(prefix_word(&a) <= prefix_word(&b));
+            }
             prop_assert_eq!(bytes_eq(&a, &b), a == b);
             let mut c = a.clone();
             c.extend_from_slice(&b);
             prop_assert_eq!(bytes_cmp(&a, &c), a.cmp(&c));
+            prop_assert_eq!(common_prefix(&c, &a), a.len());
         }
 
         #[test]

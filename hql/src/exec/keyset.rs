@@ -149,26 +149,21 @@ impl Keys<'_> {
 }
 
 /// Sorts `keys` bytewise. Keys are compared by their first 8 bytes as a number first
-/// (`word`), in an array of (word, position) that stays in the CPU cache, and only keys of
+/// (`common::key::prefix_word`), in an array of (word, position) that stays in the CPU cache, and only keys of
 /// equal words by their bytes: sorting 400K keys read from a file this way is several times
 /// faster than comparing the keys themselves, each behind a pointer.
 fn sort_keys(keys: &mut Vec<Vec<u8>>) {
     if keys.is_sorted() {
         return;
     }
-    let mut order: Vec<(u64, usize)> = keys.iter().map(|k| word(k)).zip(0..).collect();
+    let mut order: Vec<(u64, usize)> = keys
+        .iter()
+        .map(|k| common::key::prefix_word(k))
+        .zip(0..)
+        .collect();
     order.sort_unstable_by(|a, b| a.0.cmp(&b.0).then_with(|| keys[a.1].cmp(&keys[b.1])));
     let mut old = std::mem::take(keys);
     keys.extend(order.iter().map(|&(_, i)| std::mem::take(&mut old[i])));
-}
-
-/// The first 8 bytes of `k` as a big-endian number, zero-padded: `a < b` bytewise implies
-/// `word(a) <= word(b)`.
-fn word(k: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = k.len().min(8);
-    b[..n].copy_from_slice(&k[..n]);
-    u64::from_be_bytes(b)
 }
 
 /// Calls `each` with every line of the file `name` (without its line end), and a closure

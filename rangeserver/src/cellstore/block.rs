@@ -249,7 +249,7 @@ impl DataBlock {
                 if k.len() < shared || k[..shared] != first[..shared] {
                     return Err(bad("restart keys out of order"));
                 }
-                words.push(word(&k[shared..]));
+                words.push(common::key::prefix_word(&k[shared..]));
             }
             (shared, words)
         };
@@ -294,7 +294,7 @@ impl DataBlock {
                 std::cmp::Ordering::Equal => {}
             }
         }
-        let t = word(&target[p..]);
+        let t = common::key::prefix_word(&target[p..]);
         // Words are monotone in the keys: a smaller word means a smaller key, a larger word a
         // larger one; equal words need the whole keys.
         let lo = self.restart_words.partition_point(|&w| w < t);
@@ -316,16 +316,6 @@ impl DataBlock {
     pub(crate) fn weight(&self) -> u64 {
         (self.data.len() + 8 * self.restart_words.len()).max(1) as u64
     }
-}
-
-/// The first 8 bytes of `k` as a big-endian number, zero-padded: `a < b` bytewise implies
-/// `word(a) <= word(b)`.
-#[inline]
-fn word(k: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = k.len().min(8);
-    b[..n].copy_from_slice(&k[..n]);
-    u64::from_be_bytes(b)
 }
 
 /// One decoded entry header: where its pieces lie in the block.

@@ -220,7 +220,7 @@ impl CellStoreScanner {
             };
             let k = &self.key[from..];
             let t = &target[from.min(target.len())..];
-            let l = common_prefix(k, t);
+            let l = common::key::common_prefix(k, t);
             let ge = match (k.get(l), t.get(l)) {
                 (_, None) => true,
                 (None, Some(_)) => false,
@@ -232,25 +232,6 @@ impl CellStoreScanner {
             below = Some(from + l);
         }
     }
-}
-
-/// How many leading bytes `a` and `b` have in common, 8 at a time.
-#[inline]
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    let n = a.len().min(b.len());
-    let mut i = 0;
-    while i + 8 <= n {
-        let x = u64::from_le_bytes(a[i..i + 8].try_into().expect("8 bytes"));
-        let y = u64::from_le_bytes(b[i..i + 8].try_into().expect("8 bytes"));
-        if x != y {
-            return i + ((x ^ y).trailing_zeros() / 8) as usize;
-        }
-        i += 8;
-    }
-    while i < n && a[i] == b[i] {
-        i += 1;
-    }
-    i
 }
 
 /// True when `key` is a row's first key (`key::row_start`) and `end` lies at or before the
@@ -343,29 +324,5 @@ impl CellIter for CellStoreScanner {
                 self.store.block_offset(self.block_idx),
             )
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use proptest::prelude::*;
-
-    use super::common_prefix;
-
-    proptest! {
-        #[test]
-        fn common_prefix_counts_the_equal_leading_bytes(
-            a in proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..40),
-            b in proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), any::<u8>()], 0..40),
-            share in 0usize..40,
-        ) {
-            let want = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
-            prop_assert_eq!(common_prefix(&a, &b), want(&a, &b));
-            // A long common head, then whatever differs.
-            let mut c = a[..share.min(a.len())].to_vec();
-            c.extend_from_slice(&b);
-            prop_assert_eq!(common_prefix(&a, &c), want(&a, &c));
-            prop_assert_eq!(common_prefix(&c, &a), want(&c, &a));
-        }
     }
 }

@@ -8,11 +8,9 @@
 //! ignored. Blocks already in the block cache are not asked for, and a store whose first
 //! blocks all are (a warm store) is left alone.
 
-use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use common::key;
 use common::scan_spec::RowInterval;
 
 use crate::cellstore::CellStore;
@@ -66,11 +64,7 @@ pub(crate) fn key_set(
         ends: Vec::with_capacity(intervals.len()),
     };
     for iv in intervals {
-        let k = match &iv.start {
-            Bound::Included(r) => key::row_start(r),
-            Bound::Excluded(r) => key::row_end(r),
-            Bound::Unbounded => Vec::new(),
-        };
+        let k = iv.start_key();
         if keys.len() > 0 && k.as_slice() < keys.get(keys.len() - 1) {
             return;
         }
@@ -184,6 +178,7 @@ fn runs(
 
 #[cfg(test)]
 mod tests {
+    use common::key;
     use common::{BloomFilterMode, BloomFilterSpec, CellFlag, Compressor, Key};
     use dfs_broker::{BlockingFs, LocalFs};
 
