@@ -949,6 +949,124 @@ fn one_cell_round_trip(client: &ClusterClient, table: &str) {
     );
 }
 
+/// A master runs logged recoveries even behind an operation that cannot finish yet. Here the
+/// operation is a move whose range record names a cell store that does not exist (the live
+/// server refuses to adopt it, so the move never finishes), logged before the recovery of a
+/// range server killed with SIGKILL. Before, the master stopped at the first unfinished
+/// operation, so the dead server's ranges stayed offline for good (a restarted cluster whose
+/// move waited for the METADATA range of the server that died with it never became ready).
+#[test]
+fn logged_recovery_runs_behind_an_operation_that_cannot_finish() {
+    use hyperspace::command::flags;
+    use master::ops::{Operation, op_node};
+    use proto::layout::{OP_ATTR, OPS};
+    use rangeserver::meta::{GroupRecord, RangeRecord};
+    let cluster = LocalCluster::start(1, 1, 2);
+    let admin = cluster.client();
+    let mut schema = common::TableSchema::new(0, "");
+    schema.add_family("a");
+    let table_id = admin.create_table("/kept", schema).expect("create").id;
+    one_cell_round_trip(&admin, "/kept");
+    let dead = admin.table_locations("/kept").expect("locations")[0]
+        .location
+        .clone();
+    let st = admin.master_status().expect("status");
+    let live = st
+        .servers
+        .iter()
+        .find(|s| s.location != dead)
+        .expect("a second server")
+        .location
+        .clone();
+    let name = cluster.process_of_location(&dead);
+    let killed = cluster.kill(|p| p.name == name);
+    let bogus = RangeRecord {
+        id: 1 << 40,
+        table_id,
+        start_row: Some(b"zz".to_vec()),
+        end_row: None,
+        groups: vec![GroupRecord {
+            name: "default".into(),
+            stores: vec!["no/such/dir/cs0".into()],
+            flushed_revision: 0,
+            next_store: 1,
+        }],
+    };
+    let ops = [
+        Operation::Move {
+            table_id,
+            start_row: Some(b"zz".to_vec()),
+            end_row: None,
+            from: dead.clone(),
+            to: live.clone(),
+            record_json: Some(serde_json::to_string(&bogus).expect("record json")),
+        },
+        Operation::Recover {
+            location: dead.clone(),
+            plan: Vec::new(),
+        },
+    ];
+    // Logged right after the kill, well before the server's Hyperspace session expires and
+    // the master would log a recovery of its own.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let creds = rpc::ClusterCredentials::load(cluster.path(), "client").expect("creds");
+    rt.block_on(async {
+        let (hs, _events) = hyperspace::client::Hyperspace::connect(
+            cluster.hyperspace_addrs(),
+            creds,
+            hyperspace::client::ClientOptions::default(),
+        )
+        .await
+        .expect("session");
+        for op in &ops {
+            let seq = hs.attr_incr(OPS, "next_op", 1).await.expect("seq") as u64;
+            let node = op_node(seq);
+            let h = hs
+                .open(&node, flags::READ | flags::WRITE | flags::CREATE, 0)
+                .await
+                .expect("create op");
+            hs.close(h).await.expect("close");
+            hs.attr_set(node.as_str(), OP_ATTR, op.to_json())
+                .await
+                .expect("log op");
+        }
+        hs.close_session().await.expect("close session");
+    });
+    let killed_at = Instant::now();
+    eprintln!("{killed} ({dead}) killed; a blocked move and its recovery logged");
+    loop {
+        let st = admin.master_status().expect("status");
+        if st.recoveries >= 1 {
+            eprintln!(
+                "recovered after {:?}: {:?}",
+                killed_at.elapsed(),
+                st.operations
+            );
+            // The move is still there, retried, and blocks nothing.
+            assert_eq!(st.operations.len(), 1, "{:?}", st.operations);
+            assert!(st.operations[0].starts_with("move"), "{:?}", st.operations);
+            break;
+        }
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(60),
+            "the recovery logged behind a blocked move never ran: {st:?}\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut sc = admin
+        .scanner("/kept", common::ScanSpec::default())
+        .expect("scanner");
+    let cell = sc
+        .next_cell()
+        .expect("scan after recovery")
+        .expect("a cell");
+    assert_eq!(
+        (cell.key.row.as_slice(), cell.value.as_slice()),
+        (&b"r"[..], &b"v"[..])
+    );
+}
+
 #[test]
 fn standby_master_finishes_what_the_dead_one_logged() {
     use hyperspace::command::flags;
