@@ -43,6 +43,17 @@ fn schema() -> TableSchema {
 fn kinds() -> Vec<(&'static str, BTreeMap<String, String>, bool)> {
     vec![
         ("row_regex", opts(&[("REGEX", "^b")]), false),
+        // Documents are family a's qualifiers; no posting in b matches, so NOT keeps every
+        // document: all of a, none of b and c.
+        (
+            "boolean_index",
+            opts(&[
+                ("QUERY", r#"{"not":{"t":["F","w"]}}"#),
+                ("INDEX_FAMILY", "b"),
+                ("DOC_FAMILY", "a"),
+            ]),
+            false,
+        ),
         (
             "qualifier_regex",
             opts(&[("REGEX", "^x$"), ("FAMILY", "a")]),
@@ -391,6 +402,12 @@ fn deep_copies_do_not_move_each_other() {
         let mut b = a.deep_copy().expect("deep copy");
         let full = seek_drain(stack(&r, &names, &data).as_mut(), &SeekRange::all());
         b.seek(&SeekRange::all(), &Families::all()).expect("seek");
+        if !a.valid() {
+            // A stack that returns nothing (count_cells > boolean_index: no document cell
+            // reaches the index) has no position to keep.
+            assert!(full.is_empty(), "{}", label(&names));
+            continue;
+        }
         let first = a.key().to_vec();
         let mut moved = 0;
         while b.valid() && moved < 3 {

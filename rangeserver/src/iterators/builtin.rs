@@ -1,7 +1,8 @@
 //! The built-in kinds: combiners (`counter`, `sum`, `min`, `max`, `string_set`, `uid_set`) and
-//! stack iterators (filters and row iterators).
+//! stack iterators (filters, row iterators and `boolean_index`).
 
 use super::Registry;
+use super::boolean::BooleanIndexKind;
 use super::combine::{CounterKind, Fold, NumericKind, SetKind};
 use super::filters::{AgeOffKind, FamilyFilterKind, RegexFilterKind, RegexTarget};
 use super::rows::{CountCellsKind, FirstInRowKind, WholeRowKind};
@@ -24,6 +25,7 @@ pub fn register_all(r: &mut Registry) {
         r.register_iterator(WholeRowKind),
         r.register_iterator(FirstInRowKind),
         r.register_iterator(CountCellsKind),
+        r.register_iterator(BooleanIndexKind),
     ];
     debug_assert!(ok.iter().all(|r| r.is_ok()), "built-in names are distinct");
 }

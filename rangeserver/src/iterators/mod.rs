@@ -19,6 +19,7 @@
 //! until the next call that moves the cursor; deep copies do not see writes made after the
 //! scan began (the scan's pinned revision).
 
+pub mod boolean;
 pub mod builtin;
 pub mod combine;
 pub mod filters;

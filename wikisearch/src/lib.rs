@@ -1,0 +1,1 @@
+//! Accumulo's Wikipedia search (issue 16) on ht.
