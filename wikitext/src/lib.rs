@@ -7,6 +7,7 @@
 //! - [`tokens`], [`term_set`] and [`normalize_word`] cut text into index terms and fold query
 //!   words the same way.
 
+pub mod generate;
 #[cfg(test)]
 mod proptests;
 mod read;
