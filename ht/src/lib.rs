@@ -15,6 +15,7 @@ mod serve_cluster;
 mod serve_cmd;
 mod shell;
 mod signal;
+mod wikisearch_cmd;
 
 use std::sync::Arc;
 
@@ -63,6 +64,11 @@ enum Command {
         #[command(subcommand)]
         cmd: cingest::CingestCommand,
     },
+    /// Accumulo's Wikipedia search: ingest dumps, query them, generate a larger corpus.
+    Wikisearch {
+        #[command(subcommand)]
+        cmd: wikisearch_cmd::WikisearchCommand,
+    },
 }
 
 /// Runs the `ht` command line (the arguments of this process) with the iterator and combiner
@@ -85,6 +91,7 @@ pub fn main_with(registry: Registry) -> anyhow::Result<()> {
         Command::Stop(args) => cluster_cmd::stop(args)?,
         Command::Status(args) => cluster_cmd::status(args)?,
         Command::Cingest { cmd } => std::process::exit(cingest::main(cmd)?),
+        Command::Wikisearch { cmd } => wikisearch_cmd::run(cmd, &registry)?,
     }
     Ok(())
 }

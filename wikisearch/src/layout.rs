@@ -15,12 +15,14 @@
 //! Document keys are `lang \0 id` with the id as ten digits (zero-padded), so byte order is
 //! (language, id) order and every posting list shares it.
 //!
-//! **Partitions**: a partition is one row, and a row is never split, so N is chosen so that
-//! each stays far below the split size: N = max(4 x range servers, ceil(expected shard bytes /
-//! (split size / 4))). The shard table is about 1.5-2x the plain text (postings are one cell per
-//! distinct term per article), so with the default 512 MiB split size a partition holds up to
-//! ~50 MB of article text; the 4,540 articles (11 MB of text) need 1 partition by size, and 4 x
-//! servers spreads the work.
+//! **Partitions** ([`partitions_for`]): a partition is one row, and a row is never split, so
+//! N is chosen so that each stays far below the split size: N = max(4 x range servers,
+//! ceil(expected shard bytes / (split size / 4))), at most [`MAX_PARTITIONS`]. The shard
+//! table is about 2x the plain text (the text itself, plus one posting cell per distinct term
+//! per article), so with the default 512 MiB split size a partition holds up to ~64 MB of
+//! article text; the 4,540 articles (11 MB of text) need 1 partition by size, and 4 x
+//! servers spreads the work (several partitions per server, so that a split or move of one
+//! range moves a fraction of a server's share). English Wikipedia (~20 GB of text) gets ~300.
 
 use common::iterators::CombinerSpec;
 use common::{AccessGroupSpec, FamilySpec, TableSchema};
@@ -59,6 +61,20 @@ impl Tables {
     pub fn meta(&self) -> String {
         self.path("meta")
     }
+}
+
+/// The split size the partition rule assumes (the engine's default, 512 MiB).
+pub const SPLIT_SIZE: u64 = 512 << 20;
+/// Most partitions [`partitions_for`] chooses.
+pub const MAX_PARTITIONS: u32 = 10_000;
+
+/// The partition count for `servers` range servers and about `text_bytes` of article text:
+/// enough that each partition's shard rows (~2x their text) stay under a quarter of the split
+/// size, and at least four per server.
+pub fn partitions_for(servers: usize, text_bytes: u64) -> u32 {
+    let by_size = (text_bytes * 2).div_ceil(SPLIT_SIZE / 4);
+    let by_servers = 4 * servers.max(1) as u64;
+    by_size.max(by_servers).min(u64::from(MAX_PARTITIONS)) as u32
 }
 
 /// The row of partition `p`.
@@ -156,6 +172,10 @@ mod tests {
         assert_eq!(partition_row(7), "p00007");
         assert_eq!(partition_of(15, 7), 1);
         assert_eq!(reversed("köln"), "nlök");
+        assert_eq!(partitions_for(1, 11 << 20), 4);
+        assert_eq!(partitions_for(3, 0), 12);
+        assert_eq!(partitions_for(1, 20_000_000_000), 299);
+        assert_eq!(partitions_for(10, u64::MAX / 4), MAX_PARTITIONS);
         for s in [shard_schema(), index_schema(20), meta_schema()] {
             s.validate().expect("valid schema");
         }

@@ -159,8 +159,14 @@ impl Parser {
             Some(Tok::Open) => {
                 self.pos += 1;
                 let e = self.or()?;
-                if self.peek() != Some(&Tok::Close) {
-                    return Err(format!("column {}: ')' expected", self.col().max(col)));
+                match self.toks.get(self.pos) {
+                    Some((Tok::Close, _)) => {}
+                    Some((t, c)) => return Err(format!("column {c}: ')' expected, not {t:?}")),
+                    None => {
+                        return Err(format!(
+                            "column {col}: '(' is not closed by the end of the query"
+                        ));
+                    }
                 }
                 self.pos += 1;
                 Ok(e)
@@ -607,7 +613,8 @@ mod tests {
     fn bad_queries_say_where() {
         for (q, says) in [
             ("", "empty"),
-            ("(old", "column"),
+            ("(old", "column 1: '(' is not closed"),
+            ("(old (a b) c", "column 1: '(' is not closed"),
             ("old \"and", "column 5: the quote is not closed"),
             ("old and", "end of the query"),
             ("old )", "column 5"),
