@@ -62,6 +62,27 @@ pub trait Client: Send + Sync {
     /// A streaming reader of a table: cells arrive as they are found, memory stays bounded.
     /// `spec.aggregate` is ignored: a scanner returns cells.
     fn scanner(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn TableScanner>>;
+    /// Accumulo's BatchScanner: the cells of `spec` in no particular order (each row's cells
+    /// in key order only within what one server returns at a time). A cluster sends one
+    /// request per range server holding all its ranges' intervals, up to `parallelism`
+    /// servers at once; limits and offsets are refused (they need an order). This default
+    /// (the embedded database) returns the ordered scanner's cells, one valid order.
+    fn batch_scanner(
+        &self,
+        table: &str,
+        spec: ScanSpec,
+        parallelism: usize,
+    ) -> Result<Box<dyn TableScanner>> {
+        let _ = parallelism;
+        if common::aggregate::has_limits(&spec) {
+            return Err(ClientError::InvalidInput(
+                "a batch scanner returns cells in no order: limits and offsets need the \
+                 ordered scanner"
+                    .into(),
+            ));
+        }
+        self.scanner(table, spec)
+    }
 
     /// Aggregates a scan (`spec.aggregate` names the columns): the partial of the cells
     /// `scanner` would return for the same spec, newest version of each cell. The embedded

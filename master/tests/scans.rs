@@ -252,6 +252,49 @@ fn a_key_set_goes_to_the_servers_in_batches_and_matches_the_embedded_database() 
     let got = scan(&client, "/s", &limited).expect("cluster scan");
     assert_eq!(got, scan(&embedded, "/s", &limited).expect("embedded scan"));
     assert!(client.scan_requests() - before >= keys.len() as u64);
+
+    // A batch scanner: one request per server, all its ranges' intervals in it; the same
+    // cells in some order. So for the whole table (four ranges, two servers).
+    let mut sorted_want = want.clone();
+    sorted_want.sort();
+    for c in [&client as &dyn Client, &embedded] {
+        assert_eq!(batch_scan(c, "/s", &spec, 0), sorted_want);
+    }
+    let before = client.scan_requests();
+    assert_eq!(batch_scan(&client, "/s", &spec, 0), sorted_want);
+    assert_eq!(client.scan_requests() - before, 2, "one request per server");
+    let mut all_sorted = all.clone();
+    all_sorted.sort();
+    let before = client.scan_requests();
+    assert_eq!(
+        batch_scan(&client, "/s", &ScanSpec::default(), 0),
+        all_sorted
+    );
+    assert_eq!(client.scan_requests() - before, 2, "one request per server");
+    // With at most 10 intervals a request, a server's intervals take several.
+    let before = small.scan_requests();
+    assert_eq!(batch_scan(&small, "/s", &spec, 0), sorted_want);
+    assert!((14..=16).contains(&(small.scan_requests() - before)));
+    // Limits need an order.
+    for c in [&client as &dyn Client, &embedded] {
+        let err = c
+            .batch_scanner("/s", limited.clone(), 4)
+            .err()
+            .map(|e| e.to_string());
+        let err = match err {
+            Some(e) => e,
+            None => c
+                .batch_scanner("/s", limited.clone(), 4)
+                .unwrap()
+                .next_cell()
+                .unwrap_err()
+                .to_string(),
+        };
+        assert!(
+            err.contains("limits and offsets need the ordered scanner"),
+            "{err}"
+        );
+    }
 }
 
 #[test]
@@ -365,9 +408,24 @@ fn cells_read(cluster: &TestCluster) -> u64 {
         .sum()
 }
 
-/// Scans, stalling for `stall` after the first `before` cells.
+/// Scans, stalling for 2 s after the first `before` cells.
 fn stalled_scan(c: &dyn Client, table: &str, spec: &ScanSpec, before: usize) -> Vec<C> {
-    let mut sc = c.scanner(table, spec.clone()).expect("scanner");
+    stalled(c.scanner(table, spec.clone()).expect("scanner"), before)
+}
+
+/// A batch scanner's cells, sorted (they come in no order), stalling for 2 s after the first
+/// `before` cells.
+fn batch_scan(c: &dyn Client, table: &str, spec: &ScanSpec, before: usize) -> Vec<C> {
+    let mut got = stalled(
+        c.batch_scanner(table, spec.clone(), 4)
+            .expect("batch scanner"),
+        before,
+    );
+    got.sort();
+    got
+}
+
+fn stalled(mut sc: Box<dyn client::TableScanner>, before: usize) -> Vec<C> {
     let mut out = Vec::new();
     while let Some(cell) = sc.next_cell().expect("next cell") {
         out.push((
@@ -510,6 +568,20 @@ fn a_filtered_limited_scan_that_breaks_off_and_resumes_matches_the_embedded_data
         assert!(
             n > plain,
             "{n} requests, {plain} unstalled: it was not resumed"
+        );
+        // A batch scanner's request to a server that breaks off resumes too: nothing lost,
+        // nothing twice.
+        let mut sorted = want_keys.clone();
+        sorted.sort();
+        let at = client.scan_requests();
+        same(
+            &batch_scan(&client, "/big", &keys, before),
+            &sorted,
+            &format!("a batch scan of a key set stalled after {before} cells"),
+        );
+        assert!(
+            client.scan_requests() - at > 2,
+            "the batch scan was not resumed"
         );
     }
 

@@ -8,9 +8,11 @@
 //! - [`layout`]: the tables, their keys and the partition rule.
 //! - [`ingest`]: articles (from `wikitext`) into the tables.
 //! - [`query`]: parsing, planning on the global index, the shard scan.
+//! - [`oracle`]: the brute-force reference answers and counts that tests and the bench check.
 
 pub mod ingest;
 pub mod layout;
+pub mod oracle;
 pub mod query;
 
 pub use ingest::{Config, IngestStats, Ingester, Outcome, create_or_open, read_config};

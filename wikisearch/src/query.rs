@@ -11,9 +11,10 @@
 //!
 //! Planning (Accumulo wikisearch's `RangeCalculator`): each term's global-index row gives the
 //! partitions holding it. AND intersects them, OR unites them, NOT never narrows (it is
-//! checked in the shard, by probe); a plan with no partition answers at once. Then one scan of
-//! the shard over those partitions' rows runs the query inside the range servers and returns
-//! each matching document's fields.
+//! checked in the shard, by probe); a plan with no partition answers at once. Then one batch
+//! scan ([`Client::batch_scanner`]: one request per server, servers in parallel) of the shard
+//! over those partitions' rows runs the query inside the range servers and returns each
+//! matching document's fields.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -333,6 +334,11 @@ pub struct Searcher<'a> {
     config: Config,
     /// Most terms one wildcard expands to.
     pub max_expansion: usize,
+    /// Servers the shard scan asks at once ([`Client::batch_scanner`]).
+    pub parallelism: usize,
+    /// Scan the shard with the ordered scanner instead of the batch scanner (the answers are
+    /// the same; tests compare them).
+    pub ordered: bool,
 }
 
 impl<'a> Searcher<'a> {
@@ -344,6 +350,8 @@ impl<'a> Searcher<'a> {
             tables: tables.clone(),
             config,
             max_expansion: 1000,
+            parallelism: 16,
+            ordered: false,
         })
     }
 
@@ -523,7 +531,12 @@ impl<'a> Searcher<'a> {
             }],
             ..ScanSpec::default()
         };
-        let mut sc = self.client.scanner(&self.tables.shard(), spec)?;
+        let mut sc = if self.ordered {
+            self.client.scanner(&self.tables.shard(), spec)?
+        } else {
+            self.client
+                .batch_scanner(&self.tables.shard(), spec, self.parallelism)?
+        };
         let mut docs: BTreeMap<(String, u64), String> = BTreeMap::new();
         while let Some(c) = sc.next_cell()? {
             answer.result_bytes += (c.key.qualifier.len() + c.value.len()) as u64;

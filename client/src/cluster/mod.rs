@@ -20,6 +20,7 @@ mod options;
 pub use ::proto::master as proto;
 mod retry;
 mod scanner;
+mod unordered;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -273,6 +274,23 @@ impl Client for ClusterClient {
             self.rt.handle(),
             table_id,
             spec,
+        )))
+    }
+
+    fn batch_scanner(
+        &self,
+        table: &str,
+        mut spec: ScanSpec,
+        parallelism: usize,
+    ) -> Result<Box<dyn TableScanner>> {
+        let table_id = self.run(self.inner.table_id(table))?;
+        spec.aggregate = None;
+        Ok(Box::new(ClusterScanner::start_unordered(
+            self.inner.clone(),
+            self.rt.handle(),
+            table_id,
+            spec,
+            parallelism,
         )))
     }
 

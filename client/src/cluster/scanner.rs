@@ -51,6 +51,29 @@ impl ClusterScanner {
             done: false,
         }
     }
+
+    /// Starts [`scan_unordered`](super::unordered::scan_unordered) on `rt`: a batch scanner.
+    pub(super) fn start_unordered(
+        inner: Arc<Inner>,
+        rt: &tokio::runtime::Handle,
+        table_id: u32,
+        spec: ScanSpec,
+        parallelism: usize,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel(inner.opts.scan_queue_blocks.max(1));
+        rt.spawn(async move {
+            let res =
+                super::unordered::scan_unordered(&inner, table_id, spec, parallelism, &tx).await;
+            if let Err(e) = res {
+                let _ = tx.send(Err(e)).await;
+            }
+        });
+        Self {
+            rx,
+            block: PackedCells::new(Default::default(), 0),
+            done: false,
+        }
+    }
 }
 
 impl TableScanner for ClusterScanner {
@@ -362,7 +385,7 @@ pub(super) async fn retry_wait(
 /// go to a server in one request and come back in the order they would one by one.
 /// [`disjoint_in_order`] of row intervals that also start in order, read from their bounds:
 /// each one's rows end at or before the next one's begin (only the first may start unbounded).
-fn rows_disjoint_in_order(rows: &[RowInterval]) -> bool {
+pub(super) fn rows_disjoint_in_order(rows: &[RowInterval]) -> bool {
     rows.windows(2).all(|w| {
         let (a, b) = (&w[0], &w[1]);
         let (Bound::Included(s) | Bound::Excluded(s)) = &b.start else {

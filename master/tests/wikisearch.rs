@@ -1,0 +1,85 @@
+//! Wikipedia search on a cluster of three range servers, against the brute-force oracle
+//! (`wikisearch::oracle`): the shard table split into ranges that the balancer moves between
+//! the servers while queries run, through the batch scanner (one request per server) and the
+//! ordered scanner; every global-index count equal to the oracle's document frequency.
+
+mod support;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use client::Client;
+use rangeserver::iterators::Registry;
+use support::{TestCluster, wait_for};
+use wikisearch::Tables;
+use wikisearch::layout::partition_row;
+use wikisearch::oracle::{Oracle, check_counts, check_queries, ingest};
+
+fn articles() -> Vec<wikitext::Article> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/wikipedia");
+    let mut out = Vec::new();
+    for (name, take) in [
+        ("dewiki-20170701-sample.xml.gz", usize::MAX),
+        ("enwiki-articles-4540.jsonl.gz", 250),
+    ] {
+        let arts = wikitext::open(&dir.join(name)).expect("sample");
+        out.extend(arts.take(take).map(|a| a.expect("clean sample")));
+    }
+    out
+}
+
+#[test]
+fn queries_on_three_servers_match_the_oracle_during_splits_and_moves() {
+    const N: u32 = 16;
+    let mut cluster = TestCluster::start(Registry::builtins());
+    let client = cluster.client();
+    for _ in 0..3 {
+        cluster.add_server(Registry::builtins(), &client);
+    }
+    let articles = articles();
+    let o = Oracle::new(&articles);
+    let tables = Tables::new("/wiki");
+    ingest(&client, &tables, &articles, N, 2).expect("ingest");
+    check_counts(&client, &tables, &o, N, 2).expect("counts");
+    check_queries(&client, &tables, &o, 1, 20, false).expect("queries, one range");
+
+    // Split the shard table at every 4th partition, then let the balancer spread the ranges
+    // while queries run.
+    let shard = client.table_schema(&tables.shard()).expect("schema");
+    let holder = client.table_ranges(&tables.shard()).expect("ranges")[0]
+        .location
+        .clone();
+    for p in (4..N).step_by(4) {
+        cluster
+            .engine(&holder)
+            .split(shard.id, partition_row(p).as_bytes())
+            .expect("split");
+    }
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = client.balance();
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        });
+        let result = (2..6).try_for_each(|seed| {
+            check_queries(&client, &tables, &o, seed, 15, seed % 2 == 0).map(|_| ())
+        });
+        stop.store(true, Ordering::Relaxed);
+        result.expect("queries while ranges move");
+    });
+    wait_for("the shard's ranges on all three servers", || {
+        let _ = client.balance();
+        let ranges = client.table_ranges(&tables.shard()).expect("ranges");
+        let mut servers: Vec<&str> = ranges.iter().map(|r| r.location.as_str()).collect();
+        servers.sort();
+        servers.dedup();
+        ranges.len() == 4 && servers.len() == 3
+    });
+    // Spread: the same answers through both scanners.
+    let hits = check_queries(&client, &tables, &o, 9, 30, false).expect("queries, spread");
+    assert!(hits > 5, "{hits} of 30 queries match anything");
+    check_queries(&client, &tables, &o, 10, 30, true).expect("ordered, spread");
+    check_counts(&client, &tables, &o, N, 2).expect("counts after the moves");
+}
