@@ -1,12 +1,21 @@
-//! The balancer's choice of the next range move: first even range counts, then even load.
+//! The balancer's choice of the next range move: first even range counts, then each table's
+//! ranges spread evenly, then even load.
 //!
 //! Load is what the range servers report per range (cells written and cells scans stepped
 //! over, as counters), turned into a smoothed rate by the master ([`LoadMeter`]). A server's
 //! load is the sum of its ranges' rates.
 //!
 //! - **Counts**: when the fullest live server holds two or more ranges more than the emptiest,
-//!   its coldest range moves there (the coldest, so that evening counts never undoes a load
-//!   move).
+//!   coldest range of the table it holds most more of than the emptiest moves there (the
+//!   coldest, so that evening counts never undoes a load move; of that table, so that evening
+//!   counts never undoes a table's spread).
+//! - **Tables**: when counts are even, but a table has two or more ranges more on one server
+//!   than on another, the coldest of them moves to the server with the fewest (a table's
+//!   ranges are what a scan of it reads in parallel: Bigtable applications such as a
+//!   partitioned index want each table over all servers, not only even totals). The counts
+//!   rule then moves a range of another table back if needed, which makes the pair a swap.
+//!   Each move lowers the tables' spread or, with it unchanged, the counts' spread, so moves
+//!   end.
 //! - **Load**: when counts are even, the busiest server's load exceeds the idlest's by at least
 //!   `min_gap` cells/s and by at least `min_ratio` of the busiest's load, the range of the
 //!   busiest whose move shrinks that gap most moves to the idlest, provided the gap shrinks by
@@ -69,6 +78,7 @@ impl ServerView {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
     Count,
+    Table,
     Load,
 }
 
@@ -106,10 +116,19 @@ pub fn decide(servers: &[ServerView], policy: &LoadPolicy, load_allowed: bool) -
         })
         .expect("two or more");
     if fullest.ranges.len() >= emptiest.ranges.len() + 2 {
+        // The table the fullest holds most more of than the emptiest, its coldest range.
+        let surplus = |t: u32| {
+            let on = |v: &ServerView| v.ranges.iter().filter(|(r, _)| r.0 == t).count() as i64;
+            on(fullest) - on(emptiest)
+        };
         let (range, _) = fullest
             .ranges
             .iter()
-            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .min_by(|a, b| {
+                surplus(b.0.0)
+                    .cmp(&surplus(a.0.0))
+                    .then_with(|| a.1.total_cmp(&b.1))
+            })
             .expect("two or more ranges");
         return Some(Decision {
             range: range.clone(),
@@ -117,6 +136,38 @@ pub fn decide(servers: &[ServerView], policy: &LoadPolicy, load_allowed: bool) -
             to: emptiest.location.clone(),
             reason: Reason::Count,
         });
+    }
+    // Tables.
+    let mut tables: Vec<u32> = servers
+        .iter()
+        .flat_map(|v| v.ranges.iter().map(|(r, _)| r.0))
+        .collect();
+    tables.sort_unstable();
+    tables.dedup();
+    for t in tables {
+        let on = |v: &ServerView| v.ranges.iter().filter(|(r, _)| r.0 == t).count();
+        let most = servers
+            .iter()
+            .max_by(|a, b| on(a).cmp(&on(b)).then_with(|| b.location.cmp(&a.location)))
+            .expect("two or more");
+        let fewest = servers
+            .iter()
+            .min_by(|a, b| on(a).cmp(&on(b)).then_with(|| a.location.cmp(&b.location)))
+            .expect("two or more");
+        if on(most) >= on(fewest) + 2 {
+            let (range, _) = most
+                .ranges
+                .iter()
+                .filter(|(r, _)| r.0 == t)
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .expect("ranges of the table");
+            return Some(Decision {
+                range: range.clone(),
+                from: most.location.clone(),
+                to: fewest.location.clone(),
+                reason: Reason::Table,
+            });
+        }
     }
     if !policy.enabled || !load_allowed {
         return None;
@@ -350,6 +401,7 @@ mod tests {
                             prop_assert!(cmax >= cmin + 2);
                             prop_assert!(from.ranges.iter().all(|(_, r)| *r >= rate));
                         }
+                        Reason::Table => prop_assert!(false, "one range per table here"),
                         Reason::Load => {
                             prop_assert!(cmax < cmin + 2);
                             let gap = from.load() - to.load();
@@ -361,6 +413,75 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Applies decisions until there are none; returns the moves.
+    fn settle(views: &mut [ServerView]) -> Vec<Decision> {
+        let mut moves = Vec::new();
+        while let Some(d) = decide(views, &LoadPolicy::default(), false) {
+            assert!(moves.len() < 100, "no end: {moves:?}");
+            let from = views.iter_mut().find(|v| v.location == d.from).unwrap();
+            let at = from.ranges.iter().position(|(r, _)| *r == d.range).unwrap();
+            let moved = from.ranges.remove(at);
+            views
+                .iter_mut()
+                .find(|v| v.location == d.to)
+                .unwrap()
+                .ranges
+                .push(moved);
+            moves.push(d);
+        }
+        moves
+    }
+
+    fn ranges_of(v: &ServerView, t: u32) -> usize {
+        v.ranges.iter().filter(|(r, _)| r.0 == t).count()
+    }
+
+    #[test]
+    fn each_tables_ranges_are_spread_over_the_servers() {
+        // Even totals, but each table on one server: swaps spread both.
+        let t = |table: u32, i: u8| ((table, Some(vec![i]), None), f64::from(i));
+        let mut views = [
+            ServerView {
+                location: "rs1".into(),
+                ranges: (0..4).map(|i| t(1, i)).collect(),
+            },
+            ServerView {
+                location: "rs2".into(),
+                ranges: (0..4).map(|i| t(2, i)).collect(),
+            },
+        ];
+        let moves = settle(&mut views);
+        assert_eq!(moves[0].reason, Reason::Table);
+        assert_eq!(moves[0].range, (1, Some(vec![0]), None), "the coldest");
+        assert!(moves.len() <= 4, "{moves:?}");
+        for v in &views {
+            assert_eq!((ranges_of(v, 1), ranges_of(v, 2)), (2, 2), "{views:?}");
+        }
+        // Three servers, one big table and small ones: totals and every table within one.
+        let mut views: Vec<ServerView> = (0..3)
+            .map(|s| ServerView {
+                location: format!("rs{s}"),
+                ranges: Vec::new(),
+            })
+            .collect();
+        views[0].ranges = (0..12).map(|i| t(7, i)).collect();
+        views[1].ranges = (0..5).map(|i| t(3, i)).collect();
+        views[2].ranges = vec![t(4, 0)];
+        settle(&mut views);
+        for table in [3, 4, 7] {
+            let n: Vec<usize> = views.iter().map(|v| ranges_of(v, table)).collect();
+            assert!(
+                n.iter().max().unwrap() - n.iter().min().unwrap() <= 1,
+                "{table}: {n:?}"
+            );
+        }
+        let totals: Vec<usize> = views.iter().map(|v| v.ranges.len()).collect();
+        assert!(
+            totals.iter().max().unwrap() - totals.iter().min().unwrap() <= 1,
+            "{totals:?}"
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod iterators;
 pub mod load;
 pub mod querylog;
 pub mod skipscan;
+pub mod wikisearch;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -35,6 +36,9 @@ pub enum BenchCommand {
     /// Key-set queries (Phoenix's skip-scan test, issue 15): ht's skip scan against batched
     /// gets, a range scan, the previous key-set path and SQLite, warm and cold.
     Skipscan(Box<skipscan::SkipscanArgs>),
+    /// Accumulo's Wikipedia search: ingest, the seed's queries against the client-side
+    /// method, random load (issue 16).
+    Wikisearch(Box<wikisearch::WikisearchArgs>),
 }
 
 /// Runs one benchmark.
@@ -47,6 +51,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Dfs(args) => dfs::run(args),
         BenchCommand::Iterators(args) => iterators::run(args),
         BenchCommand::Skipscan(args) => skipscan::run(*args),
+        BenchCommand::Wikisearch(args) => wikisearch::run(*args),
     }
 }
 
@@ -156,7 +161,10 @@ elapsed seconds and key+value bytes that reached the client. For `ht bench skips
 (embedded, cluster), cache state (warm: block cache hot; cold: files dropped from the page \
 cache, fresh processes) and fraction of the object ids, the skip scan's median ms and the \
 medians of the per-run ratios other method / skip (>1 means the skip scan is faster); gets is \
-the faster of 1 and 4 threads of single-row lookups.\n\n\
+the faster of 1 and 4 threads of single-row lookups. For `ht bench wikisearch`: per corpus \
+and mode, ingest articles/s, the median over the seed's six queries (warm) of the per-run \
+ratio client-side ms / boolean-iterator ms (>1 means the iterator is faster), and the random \
+load's queries/s; the full tables are in the bench's output.\n\n\
 | date (UTC) | commit | machine | command | figures |\n|---|---|---|---|---|\n";
 
 /// Appends `line` to `bench/RESULTS.md` at the repository root (or the current directory),

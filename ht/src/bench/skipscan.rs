@@ -28,7 +28,7 @@
 //! (skip_vs_gets against the faster of gets1 and gets4).
 
 mod chart;
-mod methods;
+pub(super) mod methods;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
