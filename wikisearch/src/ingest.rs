@@ -17,7 +17,9 @@ use std::collections::{BTreeSet, HashSet};
 use anyhow::{Context, bail};
 use client::{Client, TableMutator};
 use common::key::CellFlag;
-use common::scan_spec::{ColumnSelector, QualifierMatch, RowInterval};
+use std::ops::Bound;
+
+use common::scan_spec::{CellInterval, CellPos};
 use common::{Mutation, ScanSpec};
 use wikitext::Article;
 
@@ -217,24 +219,24 @@ impl<'a> Ingester<'a> {
 
     /// The stored hash, title and text of an article, if it is stored.
     fn stored(&self, row: &str, key: &str) -> anyhow::Result<Option<(String, String, String)>> {
+        // Cell intervals, not column selectors: a partition's row holds millions of cells,
+        // and an interval is seeked to where a selector would filter the whole row.
+        let cell = |family: u8, qualifier: Vec<u8>| {
+            let pos = CellPos {
+                row: row.as_bytes().to_vec(),
+                family,
+                qualifier,
+            };
+            CellInterval {
+                start: Bound::Included(pos.clone()),
+                end: Bound::Included(pos),
+            }
+        };
         let spec = ScanSpec {
-            row_intervals: vec![RowInterval {
-                start: std::ops::Bound::Included(row.as_bytes().to_vec()),
-                end: std::ops::Bound::Included(row.as_bytes().to_vec()),
-            }],
-            columns: vec![
-                ColumnSelector {
-                    family: DOC,
-                    qualifier: QualifierMatch::Exact(format!("{key}\0HASH").into_bytes()),
-                },
-                ColumnSelector {
-                    family: DOC,
-                    qualifier: QualifierMatch::Exact(format!("{key}\0TITLE").into_bytes()),
-                },
-                ColumnSelector {
-                    family: TEXT,
-                    qualifier: QualifierMatch::Exact(key.as_bytes().to_vec()),
-                },
+            cell_intervals: vec![
+                cell(DOC, format!("{key}\0HASH").into_bytes()),
+                cell(DOC, format!("{key}\0TITLE").into_bytes()),
+                cell(TEXT, key.as_bytes().to_vec()),
             ],
             max_versions: 1,
             ..ScanSpec::default()

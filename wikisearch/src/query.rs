@@ -359,31 +359,47 @@ impl<'a> Searcher<'a> {
         self.config
     }
 
-    /// The global-index entry of a term of a field.
-    fn lookup(&self, table: &str, field: &str, row: &str) -> anyhow::Result<Postings> {
-        let fam = FIELD_FAMILY
+    /// The global-index entries of the terms, all in one scan of their rows (a key set: one
+    /// request per server on a cluster).
+    fn lookup_all(
+        &self,
+        terms: &BTreeSet<(&'static str, String)>,
+    ) -> anyhow::Result<BTreeMap<(&'static str, String), Postings>> {
+        let mut out: BTreeMap<(&'static str, String), Postings> =
+            terms.iter().map(|t| (t.clone(), Postings::new())).collect();
+        let rows: BTreeSet<&str> = terms
             .iter()
-            .position(|f| *f == field)
-            .expect("known") as u8
-            + 1;
+            .map(|(_, t)| t.as_str())
+            .filter(|t| *t != NO_TERM)
+            .collect();
+        if rows.is_empty() {
+            return Ok(out);
+        }
+        let table = self.tables.index();
         let spec = ScanSpec {
-            row_intervals: vec![RowInterval {
-                start: Bound::Included(row.as_bytes().to_vec()),
-                end: Bound::Included(row.as_bytes().to_vec()),
-            }],
-            columns: vec![ColumnSelector {
-                family: fam,
-                qualifier: QualifierMatch::All,
-            }],
+            row_intervals: rows
+                .iter()
+                .map(|r| RowInterval::row(r.as_bytes()))
+                .collect(),
             ..ScanSpec::default()
         };
-        let mut out = Postings::new();
-        let mut sc = self.client.scanner(table, spec)?;
+        let mut sc = self.client.batch_scanner(&table, spec, self.parallelism)?;
         while let Some(c) = sc.next_cell()? {
-            let (count, members) = set_value(&c.value)
-                .with_context(|| format!("{table}: bad uid_set value in row {row:?}"))?;
+            let row = String::from_utf8_lossy(&c.key.row).into_owned();
+            let Some(field) = FIELD_FAMILY.get(usize::from(c.key.family).wrapping_sub(1)) else {
+                continue;
+            };
+            let Some(postings) = out.get_mut(&(*field, row)) else {
+                continue;
+            };
+            let (count, members) = set_value(&c.value).with_context(|| {
+                format!(
+                    "{table}: bad uid_set value in row {:?}",
+                    String::from_utf8_lossy(&c.key.row)
+                )
+            })?;
             if count > 0 {
-                out.insert(
+                postings.insert(
                     String::from_utf8_lossy(&c.key.qualifier).into_owned(),
                     members,
                 );
@@ -429,19 +445,13 @@ impl<'a> Searcher<'a> {
         Ok(terms)
     }
 
-    /// Replaces wildcards by the terms they match and plans the partitions; returns the
-    /// query for the iterator and the partitions to scan.
-    fn plan(&self, e: &Expr, terms: &mut usize) -> anyhow::Result<(serde_json::Value, Parts)> {
-        use serde_json::json;
+    /// Replaces wildcards by the terms they match (a wildcard that matches nothing becomes a
+    /// term no document has).
+    fn expand_wildcards(&self, e: &Expr) -> anyhow::Result<Expr> {
         Ok(match e {
-            Expr::Term(f, t) => {
-                *terms += 1;
-                let parts = Parts::Some(self.lookup(&self.tables.index(), f, t)?);
-                (json!({"t": [f, t]}), parts)
-            }
+            Expr::Term(..) => e.clone(),
             Expr::Prefix(f, t) | Expr::Suffix(f, t) => {
-                let suffix = matches!(e, Expr::Suffix(..));
-                let expanded: Vec<String> = if suffix {
+                let expanded: Vec<String> = if matches!(e, Expr::Suffix(..)) {
                     self.expand(&self.tables.reverse(), f, &layout::reversed(t))?
                         .iter()
                         .map(|r| layout::reversed(r))
@@ -450,17 +460,45 @@ impl<'a> Searcher<'a> {
                     self.expand(&self.tables.index(), f, t)?
                 };
                 if expanded.is_empty() {
-                    (json!({"t": [f, NO_TERM]}), Parts::Some(Postings::new()))
+                    Expr::Term(f, NO_TERM.to_string())
                 } else {
-                    let or = Expr::Or(expanded.into_iter().map(|t| Expr::Term(f, t)).collect());
-                    self.plan(&or, terms)?
+                    Expr::Or(expanded.into_iter().map(|t| Expr::Term(f, t)).collect())
                 }
+            }
+            Expr::And(v) => Expr::And(
+                v.iter()
+                    .map(|x| self.expand_wildcards(x))
+                    .collect::<anyhow::Result<_>>()?,
+            ),
+            Expr::Or(v) => Expr::Or(
+                v.iter()
+                    .map(|x| self.expand_wildcards(x))
+                    .collect::<anyhow::Result<_>>()?,
+            ),
+            Expr::Not(x) => Expr::Not(Box::new(self.expand_wildcards(x)?)),
+        })
+    }
+
+    /// Plans the partitions of a query without wildcards from its terms' global-index
+    /// entries; returns the query for the iterator and the partitions to scan.
+    fn plan(
+        e: &Expr,
+        index: &BTreeMap<(&'static str, String), Postings>,
+    ) -> (serde_json::Value, Parts) {
+        use serde_json::json;
+        match e {
+            Expr::Term(f, t) => {
+                let parts = Parts::Some(index.get(&(*f, t.clone())).cloned().unwrap_or_default());
+                (json!({"t": [f, t]}), parts)
+            }
+            Expr::Prefix(..) | Expr::Suffix(..) => {
+                unreachable!("wildcards are expanded before planning")
             }
             Expr::And(v) => {
                 let mut qs = Vec::new();
                 let mut parts = Parts::All;
                 for c in v {
-                    let (q, p) = self.plan(c, terms)?;
+                    let (q, p) = Self::plan(c, index);
                     qs.push(q);
                     parts = parts.and(p);
                 }
@@ -470,24 +508,25 @@ impl<'a> Searcher<'a> {
                 let mut qs = Vec::new();
                 let mut parts = Parts::Some(Postings::new());
                 for c in v {
-                    let (q, p) = self.plan(c, terms)?;
+                    let (q, p) = Self::plan(c, index);
                     qs.push(q);
                     parts = parts.or(p);
                 }
                 (json!({"or": qs}), parts)
             }
             Expr::Not(x) => {
-                let (q, _) = self.plan(x, terms)?;
+                let (q, _) = Self::plan(x, index);
                 (json!({"not": q}), Parts::All)
             }
-        })
+        }
     }
 
     /// Answers a query.
     pub fn search(&self, e: &Expr) -> anyhow::Result<Answer> {
         let mut answer = Answer::default();
         let t0 = Instant::now();
-        let (query, parts) = self.plan(e, &mut answer.terms)?;
+        let e = self.expand_wildcards(e)?;
+        answer.terms = count_terms(&e);
         if answer.terms > MAX_QUERY_TERMS {
             bail!(
                 "the query has {} terms once its wildcards are expanded, more than {MAX_QUERY_TERMS}; \
@@ -495,6 +534,10 @@ impl<'a> Searcher<'a> {
                 answer.terms
             );
         }
+        let mut terms = BTreeSet::new();
+        collect_terms(&e, &mut terms);
+        let index = self.lookup_all(&terms)?;
+        let (query, parts) = Self::plan(&e, &index);
         answer.index_ms = t0.elapsed().as_secs_f64() * 1e3;
         let rows: Vec<String> = match parts {
             Parts::All => (0..self.config.partitions)
@@ -562,6 +605,27 @@ impl<'a> Searcher<'a> {
             .map(|((lang, id), title)| (lang, id, title))
             .collect();
         Ok(answer)
+    }
+}
+
+/// The term leaves of a query (with repeats).
+fn count_terms(e: &Expr) -> usize {
+    match e {
+        Expr::Term(..) | Expr::Prefix(..) | Expr::Suffix(..) => 1,
+        Expr::And(v) | Expr::Or(v) => v.iter().map(count_terms).sum(),
+        Expr::Not(x) => count_terms(x),
+    }
+}
+
+/// The distinct (field, term) pairs of a query without wildcards.
+fn collect_terms(e: &Expr, out: &mut BTreeSet<(&'static str, String)>) {
+    match e {
+        Expr::Term(f, t) => {
+            out.insert((*f, t.clone()));
+        }
+        Expr::Prefix(..) | Expr::Suffix(..) => {}
+        Expr::And(v) | Expr::Or(v) => v.iter().for_each(|x| collect_terms(x, out)),
+        Expr::Not(x) => collect_terms(x, out),
     }
 }
 

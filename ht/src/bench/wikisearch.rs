@@ -21,7 +21,8 @@
 //! - **random load**: `--clients` threads x `--queries-per-client` queries of 3-5 words from
 //!   the corpus's 10,000 most frequent alphabetic terms: queries/s, p50/p99, matches;
 //! - with `--during-ingest`, the seed queries in a loop while the corpus is ingested again
-//!   under new ids at full speed, against their idle (warm) times (the seed: 2-4x slower).
+//!   under new ids at full speed (for at most `--during-ingest-secs`), against their idle
+//!   (warm) times (the seed: 2-4x slower).
 //!
 //! It ends with one summary line per corpus and mode, e.g. `wikisearch: corpus=4540
 //! mode=embedded articles_per_s=1234 seed_queries_vs_client_side=6.3x random_qps=250`.
@@ -75,6 +76,9 @@ pub struct WikisearchArgs {
     /// Also time the seed queries while the corpus is ingested again under new ids.
     #[arg(long)]
     pub during_ingest: bool,
+    /// How long the ingest under `--during-ingest` runs at most.
+    #[arg(long, default_value_t = 60)]
+    pub during_ingest_secs: u64,
     /// Do not append to bench/RESULTS.md.
     #[arg(long)]
     pub no_record: bool,
@@ -141,7 +145,8 @@ fn corpus_files(args: &WikisearchArgs, name: &str, dir: &Path) -> anyhow::Result
         let t0 = Instant::now();
         let source = crate::wikisearch_cmd::read_articles(&[jsonl])?;
         let pool = wikitext::generate::SentencePool::from_articles(source);
-        let tmp = dir.join(format!("enwiki-remix-{name}.jsonl.gz.part"));
+        // `.gz` last: `write_jsonl` compresses by the name.
+        let tmp = dir.join(format!("enwiki-remix-{name}.part.jsonl.gz"));
         let options = wikitext::generate::GenerateOptions {
             articles: n,
             seed: 16,
@@ -495,12 +500,13 @@ fn random_load(
 }
 
 /// The six seed queries in a loop while the corpus is ingested again under new ids (so every
-/// article is written anew) at full speed: each query's median ms during the ingest, and the
-/// ingest's articles/s.
+/// article is written anew) at full speed, for at most `secs` seconds: each query's median ms
+/// during the ingest, and the ingest's articles/s.
 fn during_ingest(
     client: &Arc<dyn Client>,
     tables: &Tables,
     files: &[PathBuf],
+    secs: u64,
 ) -> anyhow::Result<(Vec<f64>, f64)> {
     let done = std::sync::atomic::AtomicBool::new(false);
     let (ingested, times) = std::thread::scope(|s| {
@@ -510,8 +516,11 @@ fn during_ingest(
                 let mut ing = wikisearch::Ingester::new(client.as_ref(), tables, config, false)?;
                 let t0 = Instant::now();
                 let mut n = 0u64;
-                for f in files {
+                'files: for f in files {
                     for a in wikitext::open(f)? {
+                        if t0.elapsed().as_secs() >= secs {
+                            break 'files;
+                        }
                         let Ok(mut a) = a else { continue };
                         a.id += 1_000_000_000;
                         ing.add(&a)?;
@@ -764,7 +773,12 @@ fn corpus_mode(
         let (query_lines, seed_ratio) = run.report(caches);
         let during = if args.during_ingest {
             eprintln!("{corpus} {mode}: queries during a re-ingest");
-            Some(during_ingest(&client, &tables, files)?)
+            Some(during_ingest(
+                &client,
+                &tables,
+                files,
+                args.during_ingest_secs,
+            )?)
         } else {
             None
         };
