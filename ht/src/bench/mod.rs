@@ -163,7 +163,7 @@ cache, fresh processes) and fraction of the object ids, the skip scan's median m
 medians of the per-run ratios other method / skip (>1 means the skip scan is faster); gets is \
 the faster of 1 and 4 threads of single-row lookups. For `ht bench wikisearch`: per corpus \
 and mode, ingest articles/s, the median over the seed's six queries (warm) of the per-run \
-ratio client-side ms / boolean-iterator ms (>1 means the iterator is faster), and the random \
+ratio client-side postings-and-intersection ms / boolean-iterator ms (>1 means the iterator is faster), and the random \
 load's queries/s; the full tables are in the bench's output.\n\n\
 | date (UTC) | commit | machine | command | figures |\n|---|---|---|---|---|\n";
 
