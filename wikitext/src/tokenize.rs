@@ -50,23 +50,20 @@ fn fold(text: &str) -> String {
 /// assert_eq!(wikitext::tokens("naïve café"), ["naive", "cafe"]);
 /// ```
 pub fn tokens(text: &str) -> Vec<String> {
-    let folded = fold(text);
+    split_folded(&fold(text)).map(str::to_owned).collect()
+}
+
+/// The maximal runs of alphanumeric characters of folded text.
+fn split_folded(folded: &str) -> impl Iterator<Item = &str> {
     folded
         .split(|c: char| !c.is_alphanumeric())
         .filter(|t| !t.is_empty())
-        .map(str::to_owned)
-        .collect()
 }
 
 /// The distinct terms of `text` (by the rules of [`tokens`]), sorted: what an
 /// article is indexed under.
 pub fn term_set(text: &str) -> BTreeSet<String> {
-    let folded = fold(text);
-    folded
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|t| !t.is_empty())
-        .map(str::to_owned)
-        .collect()
+    split_folded(&fold(text)).map(str::to_owned).collect()
 }
 
 /// Normalises one query word exactly as [`tokens`] normalises text, so that

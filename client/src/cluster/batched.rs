@@ -498,12 +498,12 @@ fn skip_done(spans: &[RowRange], next: &mut usize, row: &[u8]) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
 
     use super::*;
 
-    fn ranges(spec: &[(&str, &str)]) -> Vec<RangeLocation> {
-        // (end row, location); the last range ends the table.
+    /// A range map from (end row, location) pairs; the last range (end "") ends the table.
+    pub(in crate::cluster) fn ranges(spec: &[(&str, &str)]) -> Vec<RangeLocation> {
         let mut start = None;
         spec.iter()
             .map(|(end, loc)| {

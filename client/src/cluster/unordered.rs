@@ -185,22 +185,7 @@ mod tests {
     use std::ops::Bound;
 
     use super::*;
-
-    fn ranges(spec: &[(&str, &str)]) -> Vec<RangeLocation> {
-        let mut start = None;
-        spec.iter()
-            .map(|(end, loc)| {
-                let end_row = (!end.is_empty()).then(|| end.as_bytes().to_vec());
-                let r = RangeLocation {
-                    start_row: start.clone(),
-                    end_row: end_row.clone(),
-                    location: loc.to_string(),
-                };
-                start = end_row;
-                r
-            })
-            .collect()
-    }
+    use crate::cluster::batched::tests::ranges;
 
     fn row(r: &str) -> RowInterval {
         RowInterval {
