@@ -45,7 +45,19 @@ pub trait Client: Send + Sync {
 
     /// Creates a table at `path` (its namespace must exist). The schema's `id` and `name` are
     /// assigned here; family ids must be set (1..=255). Returns the stored schema.
-    fn create_table(&self, path: &str, schema: TableSchema) -> Result<TableSchema>;
+    fn create_table(&self, path: &str, schema: TableSchema) -> Result<TableSchema> {
+        self.create_table_split(path, schema, &[])
+    }
+    /// [`Client::create_table`] with the table pre-split: one range per gap between `splits`
+    /// (strictly increasing rows, `common::row_range::check_split_rows`), spread over the
+    /// range servers (HBase's `createTable(desc, splitKeys)`, HQL `SPLIT ON`). The ranges
+    /// split further by size as usual.
+    fn create_table_split(
+        &self,
+        path: &str,
+        schema: TableSchema,
+        splits: &[Vec<u8>],
+    ) -> Result<TableSchema>;
     fn table_schema(&self, path: &str) -> Result<TableSchema>;
     fn table_exists(&self, path: &str) -> Result<bool>;
     /// Replaces a table's schema; takes effect on existing data (dropped families disappear,

@@ -102,6 +102,14 @@ pub enum KeyError {
 }
 
 fn escape_into(bytes: &[u8], out: &mut Vec<u8>) {
+    escape_bytes_into(bytes, out);
+    out.extend_from_slice(&[0, 1]);
+}
+
+/// Appends `bytes` escaped as a row or qualifier is in a key (`00` as `00 FF`), without the
+/// `00 01` terminator. Escaping keeps byte order: `a < b` exactly when
+/// `escaped(a) < escaped(b)`, and a prefix stays a prefix.
+pub fn escape_bytes_into(bytes: &[u8], out: &mut Vec<u8>) {
     if memchr0(bytes).is_none() {
         out.extend_from_slice(bytes);
     } else {
@@ -112,7 +120,6 @@ fn escape_into(bytes: &[u8], out: &mut Vec<u8>) {
             }
         }
     }
-    out.extend_from_slice(&[0, 1]);
 }
 
 /// Encodes an i64 so that larger values sort first bytewise.
@@ -159,6 +166,16 @@ fn unescape(enc: &[u8]) -> Cow<'_, [u8]> {
         i += if enc[i] == 0 { 2 } else { 1 };
     }
     Cow::Owned(out)
+}
+
+/// Whether an encoded key is a row delete or a column-family delete (a "wide" delete: it
+/// hides cells that sort after it in its row). False for anything too short to be a key.
+pub fn is_wide_delete(enc: &[u8]) -> bool {
+    enc.len() >= KEY_SUFFIX_LEN
+        && matches!(
+            CellFlag::from_u8(enc[enc.len() - KEY_SUFFIX_LEN]),
+            Some(CellFlag::DeleteRow | CellFlag::DeleteColumnFamily)
+        )
 }
 
 /// Appends the encoding of a row alone: the prefix every key of that row starts with.
@@ -428,6 +445,11 @@ impl<'a> KeyRef<'a> {
 
     pub fn family(&self) -> u8 {
         self.enc[self.row_end + 2]
+    }
+
+    /// The qualifier as the key stores it: escaped, without its terminator.
+    pub fn escaped_qualifier(&self) -> &'a [u8] {
+        &self.enc[self.row_end + 3..self.enc.len() - KEY_SUFFIX_LEN - 2]
     }
 
     /// The qualifier, unescaped.

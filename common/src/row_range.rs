@@ -63,6 +63,57 @@ impl RowRange {
     }
 }
 
+/// Most split rows a table may be created with (`CREATE TABLE ... SPLIT ON`).
+pub const MAX_SPLIT_ROWS: usize = 65_536;
+
+/// Checks the split rows a table is created with: non-empty rows within the row-key limit,
+/// strictly increasing, at most [`MAX_SPLIT_ROWS`]. The message names the offending row by
+/// its position (1-based).
+pub fn check_split_rows(rows: &[Vec<u8>]) -> Result<(), String> {
+    if rows.len() > MAX_SPLIT_ROWS {
+        return Err(format!(
+            "{} split rows, more than {MAX_SPLIT_ROWS}",
+            rows.len()
+        ));
+    }
+    for (i, r) in rows.iter().enumerate() {
+        if r.is_empty() {
+            return Err(format!("split row {} is empty", i + 1));
+        }
+        if r.len() > crate::mutation::MAX_ROW_OR_QUALIFIER_BYTES {
+            return Err(format!(
+                "split row {} is {} bytes, longer than a row key may be ({} bytes)",
+                i + 1,
+                r.len(),
+                crate::mutation::MAX_ROW_OR_QUALIFIER_BYTES
+            ));
+        }
+        if i > 0 && rows[i - 1] >= *r {
+            return Err(format!(
+                "split row {} ({:?}) is not above the one before it ({:?}): split rows must \
+                 be strictly increasing",
+                i + 1,
+                String::from_utf8_lossy(r),
+                String::from_utf8_lossy(&rows[i - 1])
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The ranges `rows` split every row into, in order: `[None, r1)`, `[r1, r2)`, ...,
+/// `[rn, None)`.
+pub fn split_bounds(rows: &[Vec<u8>]) -> Vec<RowRange> {
+    let mut out = Vec::with_capacity(rows.len() + 1);
+    let mut start = None;
+    for r in rows {
+        out.push(RowRange::new(start, Some(r.clone())));
+        start = Some(r.clone());
+    }
+    out.push(RowRange::new(start, None));
+    out
+}
+
 /// Whether `row` is in `[start, end)`.
 pub fn contains(start: &Option<Vec<u8>>, end: &Option<Vec<u8>>, row: &[u8]) -> bool {
     start.as_deref().is_none_or(|s| row >= s) && end.as_deref().is_none_or(|e| row < e)

@@ -332,7 +332,13 @@ impl Client for EmbeddedClient {
         Ok(out)
     }
 
-    fn create_table(&self, path: &str, mut schema: TableSchema) -> Result<TableSchema> {
+    fn create_table_split(
+        &self,
+        path: &str,
+        mut schema: TableSchema,
+        splits: &[Vec<u8>],
+    ) -> Result<TableSchema> {
+        common::row_range::check_split_rows(splits).map_err(ClientError::InvalidInput)?;
         let _g = self.ddl.lock();
         let path = self.new_name(path)?;
         self.check_kinds(&schema)?;
@@ -346,7 +352,7 @@ impl Client for EmbeddedClient {
         })?;
         schema.id = next;
         schema.name = path.clone();
-        self.engine.create_table(schema.clone())?;
+        self.engine.create_table_split(schema.clone(), splits)?;
         self.names.write().insert(path, next);
         Ok(schema)
     }

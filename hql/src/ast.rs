@@ -83,6 +83,9 @@ pub struct CreateTable {
     pub name: String,
     pub if_not_exists: bool,
     pub body: CreateTableBody,
+    /// `SPLIT ON ('row', ...)` (an ht extension, Phoenix's spelling): the table starts as one
+    /// range per gap between these rows, spread over the range servers.
+    pub splits: Vec<String>,
 }
 
 /// What follows the table name in CREATE TABLE.

@@ -537,7 +537,7 @@ impl Display for Statement {
                 flag(f, c.if_not_exists, "IF NOT EXISTS")?;
                 write!(f, " {}", Name(&c.name))?;
                 match &c.body {
-                    CreateTableBody::Like(other) => write!(f, " LIKE {}", Name(other)),
+                    CreateTableBody::Like(other) => write!(f, " LIKE {}", Name(other))?,
                     CreateTableBody::Definitions {
                         definitions,
                         options,
@@ -552,9 +552,18 @@ impl Display for Statement {
                             }
                             f.write_char(')')?;
                         }
-                        options.fmt(f)
+                        options.fmt(f)?;
                     }
                 }
+                if !c.splits.is_empty() {
+                    f.write_str(" SPLIT ON (")?;
+                    for (n, r) in c.splits.iter().enumerate() {
+                        let sep = if n == 0 { "" } else { ", " };
+                        write!(f, "{sep}{}", Quoted(r))?;
+                    }
+                    f.write_char(')')?;
+                }
+                Ok(())
             }
             Self::ShowCreateTable(t) => write!(f, "SHOW CREATE TABLE {}", Name(t)),
             Self::DescribeTable { table, with_ids } => {

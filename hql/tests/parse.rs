@@ -252,9 +252,21 @@ fn create_table_forms() {
         Statement::CreateTable(CreateTable {
             name: "t2".into(),
             if_not_exists: false,
-            body: CreateTableBody::Like("t1".into())
+            body: CreateTableBody::Like("t1".into()),
+            splits: Vec::new(),
         })
     );
+    // Pre-split (ht's extension, Phoenix's spelling), after the options.
+    let Statement::CreateTable(c) =
+        parse("CREATE TABLE t (a) MAX_VERSIONS=2 SPLIT ON ('g', \"p q\")")
+    else {
+        panic!()
+    };
+    assert_eq!(c.splits, vec!["g".to_string(), "p q".to_string()]);
+    assert!(matches!(
+        parse("CREATE TABLE t2 LIKE t1 SPLIT ON ('m')"),
+        Statement::CreateTable(CreateTable { splits, .. }) if splits == ["m"]
+    ));
     // Hypertable's older form: options before the name.
     let (defs, opts) = create("CREATE TABLE COMPRESSOR=\"lzo\" foo (a, b)");
     assert_eq!(defs, vec![fam("a"), fam("b")]);

@@ -620,12 +620,14 @@ fn create_table() -> BoxedStrategy<Statement> {
                 }
             }),
         ],
+        vec(nonempty_text(), 0..3),
     )
-        .prop_map(|(name, if_not_exists, body)| {
+        .prop_map(|(name, if_not_exists, body, splits)| {
             Statement::CreateTable(CreateTable {
                 name,
                 if_not_exists,
                 body,
+                splits,
             })
         })
         .boxed()

@@ -90,6 +90,10 @@ pub struct QueryArgs {
     /// Most terms one wildcard expands to.
     #[arg(long, default_value_t = 1000)]
     pub max_expansion: usize,
+    /// Answer the query this many times (the answer is printed once; each run's time split
+    /// goes to standard error, then the median).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub repeat: u32,
     pub query: String,
 }
 
@@ -270,7 +274,22 @@ fn query(client: &dyn Client, a: &QueryArgs) -> anyhow::Result<()> {
     let e = wikisearch::parse(&a.query).map_err(|m| anyhow::anyhow!("query: {m}"))?;
     let mut s = Searcher::open(client, &Tables::new(&a.target.namespace))?;
     s.max_expansion = a.max_expansion;
-    let answer = s.search(&e)?;
+    let mut answer = s.search(&e)?;
+    if a.repeat > 1 {
+        let mut times = vec![answer.index_ms + answer.shard_ms];
+        eprintln!("run 1: {}", split(&answer));
+        for i in 1..a.repeat {
+            answer = s.search(&e)?;
+            eprintln!("run {}: {}", i + 1, split(&answer));
+            times.push(answer.index_ms + answer.shard_ms);
+        }
+        times.sort_by(f64::total_cmp);
+        eprintln!(
+            "median of {} runs: {:.1} ms",
+            times.len(),
+            times[times.len() / 2]
+        );
+    }
     let out = std::io::stdout();
     let mut out = std::io::BufWriter::new(out.lock());
     if a.ids {
@@ -284,11 +303,16 @@ fn query(client: &dyn Client, a: &QueryArgs) -> anyhow::Result<()> {
         }
     }
     out.flush()?;
-    eprintln!(
-        "global index {:.1} ms, shard scan {:.1} ms; {} terms, {} partitions, {} bytes returned",
-        answer.index_ms, answer.shard_ms, answer.terms, answer.partitions, answer.result_bytes
-    );
+    eprintln!("{}", split(&answer));
     Ok(())
+}
+
+/// One answer's time split, as `ht wikisearch query` prints it on standard error.
+fn split(a: &wikisearch::Answer) -> String {
+    format!(
+        "global index {:.1} ms, shard scan {:.1} ms; {} terms, {} partitions, {} bytes returned",
+        a.index_ms, a.shard_ms, a.terms, a.partitions, a.result_bytes
+    )
 }
 
 /// The articles of the source dumps, errors naming the file.

@@ -1103,6 +1103,29 @@ fn standby_master_finishes_what_the_dead_one_logged() {
             path: "/left".into(),
             schema,
             location: None,
+            splits: Vec::new(),
+            locations: Vec::new(),
+        };
+        hs.attr_set(node.as_str(), OP_ATTR, op.to_json())
+            .await
+            .expect("log op");
+        // And a pre-split one.
+        let id = hs.attr_incr(HT, NEXT_TABLE_ID, 1).await.expect("id") as u32;
+        let mut schema = common::TableSchema::new(id, "/left_split");
+        schema.add_family("a");
+        let seq = hs.attr_incr(OPS, "next_op", 1).await.expect("seq") as u64;
+        let node = op_node(seq);
+        let h = hs
+            .open(&node, flags::READ | flags::WRITE | flags::CREATE, 0)
+            .await
+            .expect("create op");
+        hs.close(h).await.expect("close");
+        let op = Operation::CreateTable {
+            path: "/left_split".into(),
+            schema,
+            location: None,
+            splits: vec![b"m".to_vec()],
+            locations: Vec::new(),
         };
         hs.attr_set(node.as_str(), OP_ATTR, op.to_json())
             .await
@@ -1144,5 +1167,31 @@ fn standby_master_finishes_what_the_dead_one_logged() {
         .expect("scanner");
     let c = sc.next_cell().expect("next").expect("a cell");
     assert_eq!(c.value, b"v");
+    while !admin.table_exists("/left_split").expect("exists") {
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(30),
+            "the logged pre-split creation was not finished\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ranges = admin.table_ranges("/left_split").expect("ranges");
+    let ends: Vec<Option<&[u8]>> = ranges.iter().map(|r| r.end_row.as_deref()).collect();
+    assert_eq!(ends, vec![Some(&b"m"[..]), None]);
+    assert_eq!(ranges[1].start_row.as_deref(), Some(&b"m"[..]));
+    let mut m = admin.mutator("/left_split").expect("mutator");
+    for row in ["a", "z"] {
+        m.set(common::Mutation::insert(row, 1, "", row))
+            .expect("set");
+    }
+    m.flush().expect("flush");
+    let mut sc = admin
+        .scanner("/left_split", common::ScanSpec::default())
+        .expect("scanner");
+    let mut rows = Vec::new();
+    while let Some(c) = sc.next_cell().expect("next") {
+        rows.push(c.key.row);
+    }
+    assert_eq!(rows, vec![b"a".to_vec(), b"z".to_vec()]);
     assert!(admin.master_status().expect("status").operations.is_empty());
 }

@@ -163,7 +163,9 @@ impl Master {
         match req {
             Request::CreateNamespace(p) => self.create_namespace(&p).await.map(|_| Answer::Done),
             Request::DropNamespace(p) => self.drop_namespace(&p).await.map(|_| Answer::Done),
-            Request::CreateTable(p, s) => self.create_table(&p, s).await.map(Answer::Schema),
+            Request::CreateTable(p, s, splits) => {
+                self.create_table(&p, s, splits).await.map(Answer::Schema)
+            }
             Request::AlterTable(p, s) => self.alter_table(&p, s).await.map(Answer::Schema),
             Request::RenameTable(f, t) => self.rename_table(&f, &t).await.map(|_| Answer::Done),
             Request::DropTable(p) => self.drop_table(&p).await.map(|_| Answer::Done),
@@ -249,20 +251,37 @@ impl Master {
                 path,
                 schema,
                 location,
+                splits,
+                locations,
             } => {
-                let (path, schema) = (path.clone(), schema.clone());
-                let loc = match location.clone() {
-                    Some(l) if self.servers.get(&l).is_none_or(|s| s.live) => l,
-                    _ => {
-                        let l = self
-                            .least_loaded(None)
-                            .ok_or_else(|| unavailable("no live range server".into()))?;
-                        *location = Some(l.clone());
-                        self.save_op(seq, &op).await?;
-                        l
-                    }
+                let (path, schema, splits) = (path.clone(), schema.clone(), splits.clone());
+                let chosen: Vec<String> = if splits.is_empty() {
+                    location.iter().cloned().collect()
+                } else {
+                    locations.clone()
                 };
-                self.create_table_steps(&path, &schema, &loc).await?;
+                let usable = chosen.len() == splits.len() + 1
+                    && chosen
+                        .iter()
+                        .all(|l| self.servers.get(l).is_none_or(|s| s.live));
+                let locs = if usable {
+                    chosen
+                } else {
+                    // Chosen once and logged, so a retry puts each range where the first
+                    // attempt may already have created it.
+                    let l = self.spread(splits.len() + 1);
+                    if l.is_empty() {
+                        return Err(unavailable("no live range server".into()));
+                    }
+                    *location = Some(l[0].clone());
+                    if !splits.is_empty() {
+                        *locations = l.clone();
+                    }
+                    self.save_op(seq, &op).await?;
+                    l
+                };
+                self.create_table_steps(&path, &schema, &splits, &locs)
+                    .await?;
             }
             Operation::AlterTable { schema } => {
                 let schema = schema.clone();

@@ -113,11 +113,14 @@ impl Master {
         Ok(path)
     }
 
+    /// Creates the table's ranges (one per gap between `splits`, the i-th on `locations[i]`)
+    /// and their METADATA rows, then its name. Every step can be repeated.
     pub(crate) async fn create_table_steps(
         &mut self,
         path: &str,
         schema: &TableSchema,
-        location: &str,
+        splits: &[Vec<u8>],
+        locations: &[String],
     ) -> Result<()> {
         let node = table_node(schema.id);
         self.touch(&node).await?;
@@ -125,16 +128,25 @@ impl Master {
             .attr_set(node.as_str(), SCHEMA_ATTR, schema.to_json())
             .await
             .map_err(hs_err)?;
-        self.ensure_range(location, schema, None, None).await?;
-        self.metadata_put(schema.id, None, None, location).await?;
+        let ranges = common::row_range::split_bounds(splits);
+        for (r, loc) in ranges.iter().zip(locations) {
+            let (start, end) = (r.start.as_deref(), r.end.as_deref());
+            self.ensure_range(loc, schema, start, end).await?;
+            self.metadata_put(schema.id, start, end, loc).await?;
+        }
         let name = ns_node(path);
         self.touch(&name).await?;
         self.hs
             .attr_set(name.as_str(), TABLE_ID_ATTR, schema.id.to_string())
             .await
             .map_err(hs_err)?;
-        if let Some(s) = self.servers.get_mut(location) {
-            s.ranges.push((schema.id, None, None));
+        for (r, loc) in ranges.into_iter().zip(locations) {
+            if let Some(s) = self.servers.get_mut(loc) {
+                let held = (schema.id, r.start, r.end);
+                if !s.ranges.contains(&held) {
+                    s.ranges.push(held);
+                }
+            }
         }
         Ok(())
     }
@@ -240,7 +252,9 @@ impl Master {
         &mut self,
         path: &str,
         mut schema: TableSchema,
+        splits: Vec<Vec<u8>>,
     ) -> Result<TableSchema> {
+        common::row_range::check_split_rows(&splits).map_err(ClientError::InvalidInput)?;
         let path = self.new_name(path).await?;
         schema
             .validate()
@@ -266,6 +280,8 @@ impl Master {
             path,
             schema: schema.clone(),
             location: None,
+            splits,
+            locations: Vec::new(),
         })
         .await?;
         Ok(schema)

@@ -53,7 +53,8 @@ pub(crate) fn rs_err(location: &str, e: RsError) -> ClientError {
 pub(crate) enum Request {
     CreateNamespace(String),
     DropNamespace(String),
-    CreateTable(String, TableSchema),
+    /// Path, schema, split rows.
+    CreateTable(String, TableSchema, Vec<Vec<u8>>),
     AlterTable(String, TableSchema),
     RenameTable(String, String),
     DropTable(String),

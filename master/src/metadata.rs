@@ -187,8 +187,8 @@ impl Master {
         Ok(())
     }
 
-    /// Makes `location` know the table and hold its range `[start, end)` (if it holds no range
-    /// of the table yet). An empty range record is adopted, which registers the table too
+    /// Makes `location` know the table and hold its range `[start, end)` (unless it holds a
+    /// range of the table overlapping it: an earlier attempt created it). An empty range record is adopted, which registers the table too
     /// (unlike `rs.create_table`, whatever table ids the server has seen before).
     pub(crate) async fn ensure_range(
         &mut self,
@@ -201,8 +201,18 @@ impl Master {
         let held = self
             .on_server(location, |c| async move { c.ranges(id).await })
             .await?;
+        let wanted = common::RowRange::new(start.map(<[u8]>::to_vec), end.map(<[u8]>::to_vec));
         match held {
-            Ok(r) if !r.is_empty() => return Ok(()),
+            Ok(r)
+                if r.iter().any(|x| {
+                    wanted.overlaps(&common::RowRange::new(
+                        x.start_row.clone(),
+                        x.end_row.clone(),
+                    ))
+                }) =>
+            {
+                return Ok(());
+            }
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::NotFound => {}
             Err(e) => return Err(rs_err(location, e)),

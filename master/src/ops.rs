@@ -13,12 +13,18 @@ use serde::{Deserialize, Serialize};
 pub enum Operation {
     /// Creates the METADATA table on `location` and records it as ROOT.
     Bootstrap { location: String },
-    /// Creates a table: its schema node, one range on `location` (chosen at the first attempt
-    /// and kept), its METADATA row, and last its name (which makes it visible).
+    /// Creates a table: its schema node, its ranges (one, or one per gap between `splits`)
+    /// on the servers chosen at the first attempt and kept (`location` for an unsplit table,
+    /// `locations`, one per range, for a split one), their METADATA rows, and last its name
+    /// (which makes it visible).
     CreateTable {
         path: String,
         schema: TableSchema,
         location: Option<String>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        splits: Vec<Vec<u8>>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        locations: Vec<String>,
     },
     /// Pushes a new schema to the servers, then to Hyperspace.
     AlterTable { schema: TableSchema },
@@ -95,6 +101,15 @@ mod tests {
                 path: "/t".into(),
                 schema: s.clone(),
                 location: Some("rs2".into()),
+                splits: Vec::new(),
+                locations: Vec::new(),
+            },
+            Operation::CreateTable {
+                path: "/t".into(),
+                schema: s.clone(),
+                location: Some("rs2".into()),
+                splits: vec![b"g".to_vec(), b"\x00\xffm".to_vec()],
+                locations: vec!["rs2".into(), "rs1".into(), "rs3".into()],
             },
             Operation::Recover {
                 location: "rs1".into(),

@@ -83,6 +83,30 @@ impl Master {
             .map(|(l, _)| l.clone())
     }
 
+    /// Where the `n` ranges of a new pre-split table go: each to the live server holding the
+    /// fewest ranges counting those already placed (ties by name), so the table is spread
+    /// evenly and the least loaded servers fill first. Empty without a live server.
+    pub(crate) fn spread(&self, n: usize) -> Vec<String> {
+        let mut load: Vec<(usize, String)> = self
+            .servers
+            .iter()
+            .filter(|(_, s)| s.live)
+            .map(|(l, s)| (s.ranges.len(), l.clone()))
+            .collect();
+        if load.is_empty() {
+            return Vec::new();
+        }
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let i = (0..load.len())
+                .min_by(|&a, &b| load[a].cmp(&load[b]))
+                .expect("not empty");
+            out.push(load[i].1.clone());
+            load[i].0 += 1;
+        }
+        out
+    }
+
     /// Learns new servers and notices dead ones (their lock files become lockable), starting
     /// their recovery.
     pub(crate) async fn refresh_servers(&mut self) -> Result<()> {

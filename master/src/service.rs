@@ -64,7 +64,9 @@ impl rpc::Service for MasterService {
         let request = match m {
             method::CREATE_NAMESPACE => Ok(Request::CreateNamespace(req.path)),
             method::DROP_NAMESPACE => Ok(Request::DropNamespace(req.path)),
-            method::CREATE_TABLE => schema_of(&req).map(|s| Request::CreateTable(req.path, s)),
+            method::CREATE_TABLE => {
+                schema_of(&req).map(|s| Request::CreateTable(req.path, s, req.splits))
+            }
             method::ALTER_TABLE => schema_of(&req).map(|s| Request::AlterTable(req.path, s)),
             method::RENAME_TABLE => Ok(Request::RenameTable(req.path, req.to)),
             method::DROP_TABLE => Ok(Request::DropTable(req.path)),

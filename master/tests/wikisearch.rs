@@ -40,21 +40,38 @@ fn queries_on_three_servers_match_the_oracle_during_splits_and_moves() {
     let o = Oracle::new(&articles);
     let tables = Tables::new("/wiki");
     ingest(&client, &tables, &articles, N, 2).expect("ingest");
-    check_counts(&client, &tables, &o, N, 2).expect("counts");
-    check_queries(&client, &tables, &o, 1, 20, false).expect("queries, one range");
 
-    // Split the shard table at every 4th partition, then let the balancer spread the ranges
-    // while queries run.
-    let shard = client.table_schema(&tables.shard()).expect("schema");
-    let holder = client.table_ranges(&tables.shard()).expect("ranges")[0]
+    // The shard was created pre-split, one range per partition, spread over the servers.
+    let ranges = client.table_ranges(&tables.shard()).expect("ranges");
+    let starts: Vec<Option<Vec<u8>>> = ranges.iter().map(|r| r.start_row.clone()).collect();
+    let mut want: Vec<Option<Vec<u8>>> = vec![None];
+    want.extend((1..N).map(|p| Some(partition_row(p).into_bytes())));
+    assert_eq!(starts, want, "one range per partition");
+    let mut per_server = std::collections::BTreeMap::new();
+    for r in &ranges {
+        *per_server.entry(r.location.clone()).or_insert(0) += 1;
+    }
+    assert_eq!(per_server.len(), 3, "spread: {per_server:?}");
+    assert!(
+        per_server.values().all(|&n| n == 5 || n == 6),
+        "even: {per_server:?}"
+    );
+    check_counts(&client, &tables, &o, N, 2).expect("counts");
+    check_queries(&client, &tables, &o, 1, 20, false).expect("queries, pre-split");
+
+    // Split the global index (the planner's lookups) at a few terms, and add a fourth server
+    // that the balancer fills with shard ranges, while queries run.
+    let index = client.table_schema(&tables.index()).expect("schema");
+    let holder = client.table_ranges(&tables.index()).expect("ranges")[0]
         .location
         .clone();
-    for p in (4..N).step_by(4) {
+    for t in ["f", "m", "s"] {
         cluster
             .engine(&holder)
-            .split(shard.id, partition_row(p).as_bytes())
+            .split(index.id, t.as_bytes())
             .expect("split");
     }
+    let fourth = cluster.add_server(Registry::builtins(), &client);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -67,16 +84,18 @@ fn queries_on_three_servers_match_the_oracle_during_splits_and_moves() {
             check_queries(&client, &tables, &o, seed, 15, seed % 2 == 0).map(|_| ())
         });
         stop.store(true, Ordering::Relaxed);
-        result.expect("queries while ranges move");
+        result.expect("queries while ranges split and move");
     });
-    wait_for("the shard's ranges on all three servers", || {
+    wait_for("shard ranges on the fourth server", || {
         let _ = client.balance();
         let ranges = client.table_ranges(&tables.shard()).expect("ranges");
-        let mut servers: Vec<&str> = ranges.iter().map(|r| r.location.as_str()).collect();
-        servers.sort();
-        servers.dedup();
-        ranges.len() == 4 && servers.len() == 3
+        ranges.len() == N as usize && ranges.iter().filter(|r| r.location == fourth).count() >= 3
     });
+    assert_eq!(
+        client.table_ranges(&tables.index()).expect("ranges").len(),
+        4,
+        "the index's splits"
+    );
     // Spread: the same answers through both scanners.
     let hits = check_queries(&client, &tables, &o, 9, 30, false).expect("queries, spread");
     assert!(hits > 5, "{hits} of 30 queries match anything");

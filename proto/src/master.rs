@@ -36,6 +36,9 @@ pub struct DdlRequest {
     pub to: String,
     #[prost(string, tag = "3")]
     pub schema_json: String,
+    /// CREATE TABLE's split rows (strictly increasing): one range per gap between them.
+    #[prost(bytes = "vec", repeated, tag = "4")]
+    pub splits: Vec<Vec<u8>>,
 }
 
 /// Outcome codes of a DDL call, one per [`ClientError`] variant, so the client reports exactly

@@ -136,6 +136,8 @@ pub struct CellCache {
     /// Smallest and largest revision inserted (i64::MAX / i64::MIN while empty).
     min_revision: AtomicI64,
     max_revision: AtomicI64,
+    /// Row and column-family deletes ever inserted (never decreases).
+    wide_deletes: AtomicU64,
 }
 
 impl std::fmt::Debug for CellCache {
@@ -167,6 +169,7 @@ impl CellCache {
             cells: AtomicU64::new(0),
             min_revision: AtomicI64::new(i64::MAX),
             max_revision: AtomicI64::new(i64::MIN),
+            wide_deletes: AtomicU64::new(0),
         }
     }
 
@@ -180,9 +183,11 @@ impl CellCache {
         let mut inner = self.inner.write();
         let before = inner.arena_bytes + inner.index.len() as u64 * INDEX_BYTES_PER_CELL;
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        let mut wide = 0;
         for (key, value, rev) in cells {
             lo = lo.min(rev);
             hi = hi.max(rev);
+            wide += u64::from(common::key::is_wide_delete(key));
             let slot = inner.alloc(key, value);
             inner.index.replace(slot);
         }
@@ -192,7 +197,15 @@ impl CellCache {
         self.memory_bytes.store(after, AtomicOrdering::Release);
         self.min_revision.fetch_min(lo, AtomicOrdering::AcqRel);
         self.max_revision.fetch_max(hi, AtomicOrdering::AcqRel);
+        if wide > 0 {
+            self.wide_deletes.fetch_add(wide, AtomicOrdering::AcqRel);
+        }
         after - before
+    }
+
+    /// Whether a row or column-family delete was ever inserted.
+    pub fn has_wide_deletes(&self) -> bool {
+        self.wide_deletes.load(AtomicOrdering::Acquire) > 0
     }
 
     /// Bytes of memory held (arena plus index), exactly as charged against the cache limit.
@@ -307,6 +320,9 @@ pub struct CellCacheIter {
 }
 
 impl CellIter for CellCacheIter {
+    fn may_hold_wide_deletes(&self) -> bool {
+        self.cache.has_wide_deletes()
+    }
     fn seek(&mut self, key: &[u8]) -> Result<()> {
         self.exhausted = self
             .cache
@@ -344,6 +360,33 @@ impl CellIter for CellCacheIter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use common::key::{CellFlag, encode_parts};
+
+    /// Cell deletes leave a cell cache "without wide deletes"; a row or family delete does
+    /// not, and the flag stays once set.
+    #[test]
+    fn wide_deletes_are_noticed() {
+        let c = Arc::new(CellCache::new());
+        let k = |fam: u8, q: &[u8], flag: CellFlag, rev: i64| {
+            let mut k = Vec::new();
+            encode_parts(b"r", fam, q, flag, 1, rev, &mut k);
+            k
+        };
+        let (ins, del) = (
+            k(1, b"q", CellFlag::Insert, 1),
+            k(1, b"q", CellFlag::DeleteCell, 2),
+        );
+        c.insert_batch([(&ins[..], &b""[..], 1), (&del[..], &b""[..], 2)]);
+        assert!(!c.has_wide_deletes());
+        assert!(!c.iter().may_hold_wide_deletes());
+        let fam = k(1, b"", CellFlag::DeleteColumnFamily, 3);
+        c.insert_batch([(&fam[..], &b""[..], 3)]);
+        assert!(c.iter().may_hold_wide_deletes());
+        let c = Arc::new(CellCache::new());
+        let row = k(0, b"", CellFlag::DeleteRow, 4);
+        c.insert_batch([(&row[..], &b""[..], 4)]);
+        assert!(c.has_wide_deletes());
+    }
 
     #[test]
     fn sorted_replacing_and_accounted() {

@@ -28,6 +28,12 @@ pub trait CellIter: Send {
     fn parked(&self) -> bool {
         false
     }
+    /// False only when the source holds no row delete and no column-family delete: a seek
+    /// into the middle of a row can then go straight to its target, as no cell before it in
+    /// the row can hide one after it (`scan::visible` otherwise starts at the row's first key).
+    fn may_hold_wide_deletes(&self) -> bool {
+        true
+    }
     /// True while the cursor stands on a cell.
     fn valid(&self) -> bool;
     /// The encoded key of the current cell.
@@ -54,6 +60,9 @@ impl<T: CellIter + ?Sized> CellIter for Box<T> {
     fn parked(&self) -> bool {
         (**self).parked()
     }
+    fn may_hold_wide_deletes(&self) -> bool {
+        (**self).may_hold_wide_deletes()
+    }
     fn valid(&self) -> bool {
         (**self).valid()
     }
@@ -76,15 +85,19 @@ impl<T: CellIter + ?Sized> CellIter for Box<T> {
 pub struct VecIter {
     cells: Vec<(Vec<u8>, Vec<u8>)>,
     pos: usize,
+    /// Some cell is a row or column-family delete.
+    wide_deletes: bool,
 }
 
 impl VecIter {
     /// `cells` must be sorted by key.
     pub fn new(cells: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
         debug_assert!(cells.windows(2).all(|w| w[0].0 <= w[1].0));
+        let wide_deletes = cells.iter().any(|(k, _)| common::key::is_wide_delete(k));
         Self {
             pos: cells.len(),
             cells,
+            wide_deletes,
         }
     }
 }
@@ -93,6 +106,9 @@ impl CellIter for VecIter {
     fn seek(&mut self, key: &[u8]) -> Result<()> {
         self.pos = self.cells.partition_point(|(k, _)| k.as_slice() < key);
         Ok(())
+    }
+    fn may_hold_wide_deletes(&self) -> bool {
+        self.wide_deletes
     }
     fn valid(&self) -> bool {
         self.pos < self.cells.len()

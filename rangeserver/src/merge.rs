@@ -93,6 +93,10 @@ impl<I: CellIter> CellIter for MergeIter<I> {
         self.current.is_none() && self.children.iter().any(|c| c.parked())
     }
 
+    fn may_hold_wide_deletes(&self) -> bool {
+        self.children.iter().any(|c| c.may_hold_wide_deletes())
+    }
+
     fn valid(&self) -> bool {
         self.current.is_some()
     }
@@ -151,6 +155,10 @@ impl<I: CellIter> CellIter for BoundedIter<I> {
 
     fn parked(&self) -> bool {
         self.inner.parked()
+    }
+
+    fn may_hold_wide_deletes(&self) -> bool {
+        self.inner.may_hold_wide_deletes()
     }
 
     fn valid(&self) -> bool {

@@ -418,6 +418,12 @@ fn trailer_statistics() {
     assert_eq!(t.value_bytes, 7);
     assert_eq!(t.file_size, env.fs.length("/cs").unwrap());
     assert_eq!(open(&env, "/cs").trailer(), &t);
+    // A store with deletes may hide cells behind a seek into a row; one without may not.
+    assert!(open(&env, "/cs").scanner(true).may_hold_wide_deletes());
+    let mut plain = Model::new();
+    plain.insert(key(b"a", 1, b"x", 1, 1, CellFlag::Insert), b"v".to_vec());
+    write(&env, "/plain", CellStoreOptions::default(), &plain);
+    assert!(!open(&env, "/plain").scanner(true).may_hold_wide_deletes());
 }
 
 #[test]

@@ -90,14 +90,24 @@ pub fn create_or_open(
             .create_namespace(&tables.namespace)
             .with_context(|| format!("creating namespace {}", tables.namespace))?;
     }
-    for (path, schema) in [
-        (tables.shard(), layout::shard_schema()),
-        (tables.index(), layout::index_schema(config.max_uids)),
-        (tables.reverse(), layout::index_schema(config.max_uids)),
+    // The shard starts as one range per partition, spread over the range servers (Accumulo's
+    // wikisearch pre-splits it the same way); partitions are sized to stay below the split
+    // size (`layout::partitions_for`), so these ranges are the ones it keeps.
+    let shard_splits: Vec<Vec<u8>> = (1..config.partitions)
+        .map(|p| layout::partition_row(p).into_bytes())
+        .collect();
+    for (path, schema, splits) in [
+        (
+            tables.shard(),
+            layout::shard_schema(),
+            shard_splits.as_slice(),
+        ),
+        (tables.index(), layout::index_schema(config.max_uids), &[]),
+        (tables.reverse(), layout::index_schema(config.max_uids), &[]),
     ] {
         if !client.table_exists(&path)? {
             client
-                .create_table(&path, schema)
+                .create_table_split(&path, schema, splits)
                 .with_context(|| format!("creating {path}"))?;
         }
     }

@@ -21,8 +21,10 @@
 //! table is about 2x the plain text (the text itself, plus one posting cell per distinct term
 //! per article), so with the default 512 MiB split size a partition holds up to ~64 MB of
 //! article text; the 4,540 articles (11 MB of text) need 1 partition by size, and 4 x
-//! servers spreads the work (several partitions per server, so that a split or move of one
-//! range moves a fraction of a server's share). English Wikipedia (~20 GB of text) gets ~300.
+//! servers spreads the work (several partitions per server, so that a move of one range moves
+//! a fraction of a server's share). English Wikipedia (~20 GB of text) gets ~300. The shard is
+//! created pre-split, one range per partition (`Client::create_table_split`), spread over the
+//! range servers; as a partition stays below the split size, these are the ranges it keeps.
 
 use common::iterators::CombinerSpec;
 use common::{AccessGroupSpec, FamilySpec, TableSchema};

@@ -150,10 +150,22 @@ impl ClusterClient {
         to: &str,
         schema: Option<&TableSchema>,
     ) -> Result<String> {
+        self.ddl_split(m, path, to, schema, &[])
+    }
+
+    fn ddl_split(
+        &self,
+        m: &'static str,
+        path: &str,
+        to: &str,
+        schema: Option<&TableSchema>,
+        splits: &[Vec<u8>],
+    ) -> Result<String> {
         let req = DdlRequest {
             path: normalize_path(path)?,
             to: to.to_string(),
             schema_json: schema.map(TableSchema::to_json).unwrap_or_default(),
+            splits: splits.to_vec(),
         };
         self.run(self.inner.ddl(m, req))
     }
@@ -218,8 +230,14 @@ impl Client for ClusterClient {
         self.run(self.inner.listing(path))
     }
 
-    fn create_table(&self, path: &str, schema: TableSchema) -> Result<TableSchema> {
-        parse_schema(&self.ddl(method::CREATE_TABLE, path, "", Some(&schema))?)
+    fn create_table_split(
+        &self,
+        path: &str,
+        schema: TableSchema,
+        splits: &[Vec<u8>],
+    ) -> Result<TableSchema> {
+        common::row_range::check_split_rows(splits).map_err(ClientError::InvalidInput)?;
+        parse_schema(&self.ddl_split(method::CREATE_TABLE, path, "", Some(&schema), splits)?)
     }
 
     fn table_schema(&self, path: &str) -> Result<TableSchema> {

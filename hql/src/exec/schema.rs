@@ -33,7 +33,10 @@ pub(super) fn create_table(ex: &mut Executor, c: &CreateTable) -> Result<()> {
             options,
         } => build(&path, definitions, options)?,
     };
-    ex.client.create_table(&path, schema)?;
+    let splits: Vec<Vec<u8>> = c.splits.iter().map(|r| r.as_bytes().to_vec()).collect();
+    common::row_range::check_split_rows(&splits)
+        .map_err(|e| ExecError::invalid(format!("SPLIT ON: {e}")))?;
+    ex.client.create_table_split(&path, schema, &splits)?;
     Ok(())
 }
 
@@ -640,6 +643,7 @@ pub(super) fn show_create(s: &TableSchema) -> String {
             definitions: defs,
             options,
         },
+        splits: Vec::new(),
     });
     let _ = writeln!(out, "{stmt};");
     out

@@ -438,12 +438,22 @@ pub fn create_table(i: &str) -> PResult<'_, Statement> {
         Ok((i, (tname, body)))
     };
     let (i, (tname, body)) = alt((|i| table_body(i, None), with_leading_options))(i)?;
+    let (i, splits) = match kws(&["SPLIT", "ON"])(i) {
+        Ok((i, ())) => {
+            let (i, ()) = p("(")(i)?;
+            let (i, rows) = list1(string)(i)?;
+            let (i, ()) = p(")")(i)?;
+            (i, rows)
+        }
+        Err(_) => (i, Vec::new()),
+    };
     Ok((
         i,
         Statement::CreateTable(CreateTable {
             name: tname,
             if_not_exists,
             body,
+            splits,
         }),
     ))
 }

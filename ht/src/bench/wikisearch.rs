@@ -4,8 +4,9 @@
 //! alone, for a quick run), and `50k`, `200k`, `1m`
 //! remixed from the 4,540 by `wikitext::generate` (seed 16, written once to `--dir` and
 //! reused). Modes: `embedded` (one process) and `cluster` (`ht start`: processes on loopback,
-//! `--rangeservers` range servers, the split size set so that the shard table splits into
-//! about two ranges per server, then balanced).
+//! `--rangeservers` range servers; the shard is created pre-split, one range per partition,
+//! spread over them; the split size is scaled to the corpus, 4x the gzip input over the
+//! servers, so that a large global index splits too).
 //!
 //! Per corpus and mode:
 //! - **ingest**: articles/s, MB/s of text, cells/s, the major compaction after it, and the
@@ -703,7 +704,8 @@ fn corpus_mode(
         .sum();
     let cluster = mode == "cluster";
     let client: Arc<dyn Client> = if cluster {
-        // About two shard ranges per server: the shard is ~2x the text, ~4x the gzip input.
+        // The shard is ~2x the text, ~4x the gzip input: its partitions (each well below
+        // this, `layout::partitions_for`) never split; a large global index does.
         let split = (input_bytes * 8 / (2 * servers as u64)).max(1 << 20);
         crate::cluster_cmd::start(start_args(&dir, servers, split))?;
         Arc::new(crate::cluster_cmd::connect(&dir)?)

@@ -269,8 +269,13 @@ impl Client for FaultyClient {
     fn listing(&self, path: &str) -> client::Result<Vec<ListingEntry>> {
         self.inner.listing(path)
     }
-    fn create_table(&self, path: &str, schema: TableSchema) -> client::Result<TableSchema> {
-        self.inner.create_table(path, schema)
+    fn create_table_split(
+        &self,
+        path: &str,
+        schema: TableSchema,
+        splits: &[Vec<u8>],
+    ) -> client::Result<TableSchema> {
+        self.inner.create_table_split(path, schema, splits)
     }
     fn table_schema(&self, path: &str) -> client::Result<TableSchema> {
         self.inner.table_schema(path)

@@ -288,6 +288,12 @@ impl CellIter for CellStoreScanner {
         self.parked
     }
 
+    /// The trailer counts every delete (cell deletes too): a store without any holds no wide
+    /// one.
+    fn may_hold_wide_deletes(&self) -> bool {
+        self.store.trailer().delete_count > 0
+    }
+
     #[inline]
     fn valid(&self) -> bool {
         self.valid

@@ -22,6 +22,16 @@ impl Engine {
         self.create_table_with_ranges(schema, &[(None, None)])
     }
 
+    /// Creates a table with one range per gap between `splits` (strictly increasing rows).
+    pub fn create_table_split(&self, schema: TableSchema, splits: &[Vec<u8>]) -> Result<()> {
+        common::row_range::check_split_rows(splits).map_err(Error::InvalidInput)?;
+        let bounds: Vec<RowBounds> = common::row_range::split_bounds(splits)
+            .into_iter()
+            .map(|r| (r.start, r.end))
+            .collect();
+        self.create_table_with_ranges(schema, &bounds)
+    }
+
     /// Registers a table with no ranges: a range server in a cluster gets its ranges assigned
     /// one by one ([`Engine::create_range`]).
     pub fn register_table(&self, schema: TableSchema) -> Result<()> {

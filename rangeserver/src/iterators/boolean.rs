@@ -160,7 +160,8 @@ impl IteratorKind for BooleanIndexKind {
 /// What one cursor walks: a term's postings, or the row's documents.
 #[derive(Debug, Clone)]
 enum Walk {
-    /// Index-family qualifiers `FIELD \0 term \0 doc`: this prefix, then the document.
+    /// Index-family qualifiers `FIELD \0 term \0 doc`: this prefix (escaped as in a key),
+    /// then the document.
     Postings(Vec<u8>),
     /// Document-family qualifiers `doc \0 FIELD`.
     Documents,
@@ -179,24 +180,31 @@ enum Eval {
 }
 
 /// One cursor over a sorted run of document keys in the current row.
+///
+/// Documents are handled as their keys store them, escaped (`common::key::escape_bytes_into`):
+/// escaping keeps their order, so no key is unescaped or copied to compare documents.
 struct Cursor {
     walk: Walk,
     it: Option<Box<dyn KvIter>>,
-    /// The run's first key and the first key past it, in the current row.
-    start: Vec<u8>,
+    /// The first key past the run, in the current row.
     end: Vec<u8>,
-    /// The document it stands on (`None`: not positioned, or at the end when `at_end`).
-    cur: Option<Vec<u8>>,
+    /// The (escaped) document it stands on, when `on`.
+    cur: Vec<u8>,
+    on: bool,
     at_end: bool,
     seek: SeekRange,
 }
 
-/// The encoded key prefix of (`row`, `family`) and a qualifier starting with `q`: it sorts
-/// before every key whose qualifier starts with `q`.
-fn qualifier_prefix_key(row: &[u8], family: u8, q: &[u8]) -> Vec<u8> {
-    let mut k = key::cell_start(row, family, q);
-    k.truncate(k.len() - 2); // the qualifier's terminator
-    k
+/// Sets `out` to the encoded key prefix of the row (`row`: its encoded prefix, terminator
+/// included) and `family`, followed by `parts` (escaped qualifier bytes): it sorts before every
+/// key of the family whose qualifier starts with them.
+fn prefix_key(out: &mut Vec<u8>, row: &[u8], family: u8, parts: &[&[u8]]) {
+    out.clear();
+    out.extend_from_slice(row);
+    out.push(family);
+    for p in parts {
+        out.extend_from_slice(p);
+    }
 }
 
 /// The smallest byte string above every string that starts with `k`.
@@ -213,7 +221,14 @@ fn successor_prefix(k: &[u8]) -> Vec<u8> {
     v
 }
 
-/// The document of an index or document qualifier, given how the cursor walks.
+/// The least escaped document above `d` (its successor: `d \0`, escaped).
+fn push_successor(d: &mut Vec<u8>) {
+    d.extend_from_slice(&[0, 0xFF]);
+}
+
+/// The (escaped) document of an escaped index or document qualifier, given how the cursor
+/// walks. A document's key is its document-family qualifier up to the last NUL byte, which
+/// escaped is the last `00` (only escapes hold one).
 fn doc_of<'a>(walk: &Walk, qualifier: &'a [u8]) -> &'a [u8] {
     match walk {
         Walk::Postings(p) => qualifier.get(p.len()..).unwrap_or(&[]),
@@ -229,27 +244,36 @@ impl Cursor {
         Self {
             walk,
             it: None,
-            start: Vec::new(),
             end: Vec::new(),
-            cur: None,
+            cur: Vec::new(),
+            on: false,
             at_end: false,
             seek: SeekRange::all(),
         }
     }
 
-    /// Places the cursor's run in `row` (not positioned yet).
+    /// Places the cursor's run in the row (its encoded prefix; not positioned yet).
     fn reset(&mut self, row: &[u8], fi: u8, doc: u8) {
-        let (family, prefix): (u8, &[u8]) = match &self.walk {
-            Walk::Postings(p) => (fi, p),
-            Walk::Documents => (doc, b""),
-        };
-        self.start = qualifier_prefix_key(row, family, prefix);
-        self.end = if prefix.is_empty() {
-            key::family_end(row, family)
-        } else {
-            successor_prefix(&self.start)
-        };
-        self.cur = None;
+        match &self.walk {
+            Walk::Postings(p) => {
+                prefix_key(&mut self.end, row, fi, &[p]);
+                self.end = successor_prefix(&self.end);
+            }
+            Walk::Documents => {
+                // The family's end: the row's prefix and the next family id (the row's end
+                // after the last one).
+                self.end.clear();
+                self.end.extend_from_slice(row);
+                match doc.checked_add(1) {
+                    Some(f) => self.end.push(f),
+                    None => {
+                        let n = self.end.len();
+                        self.end[n - 1] = 2;
+                    }
+                }
+            }
+        }
+        self.on = false;
         self.at_end = false;
     }
 
@@ -260,19 +284,25 @@ impl Cursor {
         }
     }
 
+    fn current(&self) -> Option<&[u8]> {
+        self.on.then_some(self.cur.as_slice())
+    }
+
     /// Reads the document the iterator stands on, skipping versions of the one before.
     fn settle(&mut self, steps: &mut u64) -> Result<()> {
         let it = self.it.as_mut().expect("opened");
         loop {
             if !it.valid() {
-                self.cur = None;
+                self.on = false;
                 self.at_end = true;
                 return Ok(());
             }
-            let q = KeyRef::from_trusted(it.key())?.qualifier();
-            let d = doc_of(&self.walk, &q);
-            if self.cur.as_deref() != Some(d) {
-                self.cur = Some(d.to_vec());
+            let q = KeyRef::from_trusted(it.key())?.escaped_qualifier();
+            let d = doc_of(&self.walk, q);
+            if !self.on || self.cur != d {
+                self.cur.clear();
+                self.cur.extend_from_slice(d);
+                self.on = true;
                 return Ok(());
             }
             *steps += 1;
@@ -292,36 +322,39 @@ impl Cursor {
         if self.at_end {
             return Ok(None);
         }
-        if self.cur.as_deref().is_some_and(|c| c >= target) {
-            return Ok(self.cur.as_deref());
+        if self.current().is_some_and(|c| c >= target) {
+            return Ok(self.current());
         }
         if self.it.is_none() {
             self.it = Some(proto.deep_copy()?);
         }
-        if self.cur.is_some() {
+        if self.on {
             // Close behind: step rather than seek.
             for _ in 0..STEPS_BEFORE_SEEK {
                 *steps += 1;
                 self.it.as_mut().expect("opened").next()?;
                 self.settle(steps)?;
-                match self.cur.as_deref() {
+                match self.current() {
                     None => return Ok(None),
-                    Some(c) if c >= target => return Ok(self.cur.as_deref()),
+                    Some(c) if c >= target => return Ok(self.current()),
                     Some(_) => {}
                 }
             }
         }
         let family = self.family(fi, doc);
-        let mut q = match &self.walk {
-            Walk::Postings(p) => p.clone(),
-            Walk::Documents => Vec::new(),
-        };
-        q.extend_from_slice(target);
-        let start = qualifier_prefix_key(row, family, &q);
-        self.seek.start = start;
-        self.seek.end = Some(self.end.clone());
+        match &self.walk {
+            Walk::Postings(p) => prefix_key(&mut self.seek.start, row, family, &[p, target]),
+            Walk::Documents => prefix_key(&mut self.seek.start, row, family, &[target]),
+        }
+        match &mut self.seek.end {
+            Some(e) => {
+                e.clear();
+                e.extend_from_slice(&self.end);
+            }
+            e => *e = Some(self.end.clone()),
+        }
         *steps += 1;
-        self.cur = None;
+        self.on = false;
         self.it
             .as_mut()
             .expect("opened")
@@ -329,12 +362,12 @@ impl Cursor {
         self.settle(steps)?;
         // A document's own field cells sort after the key of `target` = `doc \0` (the
         // successor of the document a search goes past): step over them.
-        while self.cur.as_deref().is_some_and(|c| c < target) {
+        while self.current().is_some_and(|c| c < target) {
             *steps += 1;
             self.it.as_mut().expect("opened").next()?;
             self.settle(steps)?;
         }
-        Ok(self.cur.as_deref())
+        Ok(self.current())
     }
 }
 
@@ -345,12 +378,14 @@ pub struct BooleanIndex {
     cursors: Vec<Cursor>,
     /// Reads a matching document's cells.
     fetch: Option<Box<dyn KvIter>>,
+    fetch_seek: SeekRange,
     fi: u8,
     doc: u8,
     budget: Budget,
     range: SeekRange,
     active: bool,
-    /// The row being answered and the least document still to look at in it.
+    /// The encoded prefix of the row being answered (terminator included), and the least
+    /// (escaped) document still to look at in it.
     row: Option<Vec<u8>>,
     target: Vec<u8>,
     out: VecDeque<(Vec<u8>, Vec<u8>)>,
@@ -369,6 +404,7 @@ impl BooleanIndex {
             eval,
             cursors,
             fetch: None,
+            fetch_seek: SeekRange::all(),
             fi,
             doc,
             budget,
@@ -398,7 +434,9 @@ impl BooleanIndex {
                 p.push(0);
                 p.extend_from_slice(term.as_bytes());
                 p.push(0);
-                Self::leaf(Walk::Postings(p), cursors)
+                let mut escaped = Vec::with_capacity(p.len() + 2);
+                key::escape_bytes_into(&p, &mut escaped);
+                Self::leaf(Walk::Postings(escaped), cursors)
             }
             Query::Or(v) => Eval::Or(v.iter().map(|c| Self::plan(c, cursors)).collect()),
             Query::Not(x) => Eval::And {
@@ -422,62 +460,72 @@ impl BooleanIndex {
         }
     }
 
-    /// The least document `>= target` that `e` matches in the current row.
+    /// Sets `out` to the least document `>= target` that `e` matches in the current row;
+    /// false when there is none.
     fn next_match(
         e: &Eval,
         cursors: &mut [Cursor],
         ctx: (&dyn KvIter, &[u8], (u8, u8)),
         target: &[u8],
         steps: &mut u64,
-    ) -> Result<Option<Vec<u8>>> {
+        out: &mut Vec<u8>,
+    ) -> Result<bool> {
         let (proto, row, fams) = ctx;
         match e {
-            Eval::Leaf(i) => Ok(cursors[*i]
-                .seek_doc(target, proto, row, fams, steps)?
-                .map(<[u8]>::to_vec)),
+            Eval::Leaf(i) => match cursors[*i].seek_doc(target, proto, row, fams, steps)? {
+                Some(d) => {
+                    out.clear();
+                    out.extend_from_slice(d);
+                    Ok(true)
+                }
+                None => Ok(false),
+            },
             Eval::Or(v) => {
-                let mut best: Option<Vec<u8>> = None;
+                let mut found = false;
+                let mut d = Vec::new();
                 for c in v {
-                    if let Some(d) = Self::next_match(c, cursors, ctx, target, steps)?
-                        && best.as_ref().is_none_or(|b| d < *b)
+                    if Self::next_match(c, cursors, ctx, target, steps, &mut d)?
+                        && (!found || d < *out)
                     {
-                        best = Some(d);
+                        std::mem::swap(out, &mut d);
+                        found = true;
                     }
                 }
-                Ok(best)
+                Ok(found)
             }
             Eval::And { pos, neg } => {
                 let mut t = target.to_vec();
+                let mut d = Vec::new();
                 'candidates: loop {
-                    let Some(mut cand) = Self::next_match(&pos[0], cursors, ctx, &t, steps)? else {
-                        return Ok(None);
-                    };
-                    // Leapfrog: every positive side seeks to the candidate; a later document
-                    // becomes the candidate until all agree.
+                    if !Self::next_match(&pos[0], cursors, ctx, &t, steps, out)? {
+                        return Ok(false);
+                    }
+                    // Leapfrog: every positive side seeks to the candidate (`out`); a later
+                    // document becomes the candidate until all agree.
                     let mut agreed = 1;
                     let mut i = 1;
                     while agreed < pos.len() {
                         let p = &pos[i % pos.len()];
-                        match Self::next_match(p, cursors, ctx, &cand, steps)? {
-                            None => return Ok(None),
-                            Some(d) if d == cand => agreed += 1,
-                            Some(d) => {
-                                cand = d;
-                                agreed = 1;
-                            }
+                        if !Self::next_match(p, cursors, ctx, out, steps, &mut d)? {
+                            return Ok(false);
+                        }
+                        if d == *out {
+                            agreed += 1;
+                        } else {
+                            std::mem::swap(out, &mut d);
+                            agreed = 1;
                         }
                         i += 1;
                     }
                     for n in neg {
-                        if Self::next_match(n, cursors, ctx, &cand, steps)?.as_deref()
-                            == Some(cand.as_slice())
-                        {
-                            cand.push(0);
-                            t = cand;
+                        if Self::next_match(n, cursors, ctx, out, steps, &mut d)? && d == *out {
+                            t.clear();
+                            t.extend_from_slice(out);
+                            push_successor(&mut t);
                             continue 'candidates;
                         }
                     }
-                    return Ok(Some(cand));
+                    return Ok(true);
                 }
             }
         }
@@ -486,8 +534,10 @@ impl BooleanIndex {
     /// Moves to the next row in range with documents; false at the end.
     fn next_row(&mut self) -> Result<bool> {
         let mut seek = self.range.clone();
-        if let Some(r) = self.row.take() {
-            let past = key::row_end(&r);
+        if let Some(mut past) = self.row.take() {
+            // The row's end: its prefix with the terminator `00 01` turned into `00 02`.
+            let n = past.len();
+            past[n - 1] = 2;
             if self.range.is_past_end(&past) {
                 return Ok(false);
             }
@@ -497,7 +547,7 @@ impl BooleanIndex {
         if !self.src.valid() {
             return Ok(false);
         }
-        let row = KeyRef::from_trusted(self.src.key())?.row().into_owned();
+        let row = KeyRef::from_trusted(self.src.key())?.row_prefix().to_vec();
         for c in &mut self.cursors {
             c.reset(&row, self.fi, self.doc);
         }
@@ -506,11 +556,10 @@ impl BooleanIndex {
         Ok(true)
     }
 
-    /// The document a seek starting inside `row` starts at (empty: the row's first).
+    /// The (escaped) document a seek starting inside the row (its encoded prefix) starts at
+    /// (empty: the row's first).
     fn start_doc(&self, row: &[u8]) -> Vec<u8> {
-        let start = &self.range.start;
-        let row_key = key::row_start(row);
-        let Some(rest) = start.strip_prefix(row_key.as_slice()) else {
+        let Some(rest) = self.range.start.strip_prefix(row) else {
             return Vec::new();
         };
         if rest.first() != Some(&self.doc) {
@@ -518,26 +567,21 @@ impl BooleanIndex {
             // which the row's fetches find out (every cell is below the start).
             return Vec::new();
         }
-        // Unescape the qualifier (up to its terminator), then keep its document part.
-        let mut q = Vec::new();
-        let mut i = 1;
-        while i < rest.len() {
-            match (rest[i], rest.get(i + 1)) {
-                (0, Some(0xFF)) => {
-                    q.push(0);
-                    i += 2;
-                }
+        // The escaped qualifier, up to its terminator (or the end of a key that stops in it).
+        let q = &rest[1..];
+        let mut i = 0;
+        while i < q.len() {
+            match (q[i], q.get(i + 1)) {
+                (0, Some(0xFF)) => i += 2,
                 (0, _) => break,
-                (b, _) => {
-                    q.push(b);
-                    i += 1;
-                }
+                _ => i += 1,
             }
         }
-        doc_of(&Walk::Documents, &q).to_vec()
+        doc_of(&Walk::Documents, &q[..i]).to_vec()
     }
 
-    /// Appends the cells of `doc` in the current row that lie in the seek range to `out`.
+    /// Appends the cells of `doc` (escaped) in the current row that lie in the seek range to
+    /// `out`.
     fn emit(&mut self, doc: &[u8]) -> Result<()> {
         let row = self.row.as_ref().expect("in a row");
         if self.fetch.is_none() {
@@ -545,16 +589,19 @@ impl BooleanIndex {
         }
         let f = self.fetch.as_mut().expect("opened");
         // Qualifiers `doc` and `doc \0 FIELD`, both below this prefix's successor.
-        let start = qualifier_prefix_key(row, self.doc, doc);
-        let end = successor_prefix(&start);
-        f.seek(&SeekRange::new(start, Some(end)), &Families::of([self.doc]))?;
+        prefix_key(&mut self.fetch_seek.start, row, self.doc, &[doc]);
+        self.fetch_seek.end = Some(successor_prefix(&self.fetch_seek.start));
+        f.seek(&self.fetch_seek, &Families::of([self.doc]))?;
         while f.valid() {
             let k = f.key();
             if self.range.is_past_end(k) {
                 break;
             }
             if k >= self.range.start.as_slice()
-                && doc_of(&Walk::Documents, &KeyRef::from_trusted(k)?.qualifier()) == doc
+                && doc_of(
+                    &Walk::Documents,
+                    KeyRef::from_trusted(k)?.escaped_qualifier(),
+                ) == doc
             {
                 self.out.push_back((k.to_vec(), f.value().to_vec()));
             }
@@ -581,6 +628,7 @@ impl BooleanIndex {
     }
 
     fn fill_held(&mut self) -> Result<()> {
+        let mut found = Vec::new();
         while self.out.is_empty() && self.active {
             let mut steps = 0u64;
             if self.row.is_none() && !self.next_row()? {
@@ -591,40 +639,41 @@ impl BooleanIndex {
             // gets further than the one before.
             if self.progressed && self.budget.exhausted() {
                 let row = self.row.as_ref().expect("in a row");
-                let mut q = self.target.clone();
-                if !q.is_empty() {
-                    q.push(0);
+                let mut y = Vec::new();
+                prefix_key(&mut y, row, self.doc, &[&self.target]);
+                if !self.target.is_empty() {
+                    push_successor(&mut y);
                 }
-                self.yielded = Some(qualifier_prefix_key(row, self.doc, &q));
+                self.yielded = Some(y);
                 self.active = false;
                 break;
             }
-            let row = self.row.clone().expect("in a row");
-            let found = Self::next_match(
+            let row = self.row.take().expect("in a row");
+            let r = Self::next_match(
                 &self.eval,
                 &mut self.cursors,
                 (&*self.src, &row, (self.fi, self.doc)),
                 &self.target,
                 &mut steps,
-            )?;
+                &mut found,
+            );
+            self.row = Some(row);
+            let found_one = r?;
             self.progressed = true;
-            match found {
+            if found_one {
                 // A search that finds a document is not charged, as a filter is charged only
                 // for what it skips: charging it would leave nothing for the iterators above,
                 // which would yield before taking the document, and a resumed scan would find
                 // it again, for ever.
-                Some(d) => {
-                    self.emit(&d)?;
-                    let mut next = d;
-                    next.push(0);
-                    self.target = next;
-                }
+                self.emit(&found)?;
+                self.target.clear();
+                self.target.extend_from_slice(&found);
+                push_successor(&mut self.target);
+            } else {
                 // The row is done: its search found nothing more.
-                None => {
-                    self.charge(steps);
-                    if !self.next_row()? {
-                        self.active = false;
-                    }
+                self.charge(steps);
+                if !self.next_row()? {
+                    self.active = false;
                 }
             }
         }

@@ -532,7 +532,12 @@ impl<I: CellIter> CellIter for VisibleCells<I> {
             }
             (Some(end), e) => *e = Some(end.to_vec()),
         }
-        self.src.seek_until(&target[..row_len], end)?;
+        // Without row or family deletes in the sources nothing before the target in its row
+        // can hide a cell: seek straight to it.
+        let direct = target.len() > row_len && !self.src.may_hold_wide_deletes();
+        if !direct {
+            self.src.seek_until(&target[..row_len], end)?;
+        }
         self.st.emit_floor = None;
         self.st.clear_seek_target();
         let mut t = std::mem::take(&mut self.st.spare_target);
@@ -547,7 +552,12 @@ impl<I: CellIter> CellIter for VisibleCells<I> {
             self.st.emit_floor = Some(t.clone());
             t.truncate(cell_len);
         }
-        self.st.seek_target = Some(t);
+        if direct {
+            self.src.seek_until(&t, end)?;
+            self.st.spare_target = t;
+        } else {
+            self.st.seek_target = Some(t);
+        }
         self.advance()
     }
 
@@ -625,6 +635,111 @@ mod tests {
             &mut k,
         );
         k
+    }
+
+    /// A [`VecIter`] that claims wide deletes, so [`VisibleCells`] always seeks through the
+    /// row's start.
+    struct Widened(VecIter);
+
+    impl CellIter for Widened {
+        fn seek(&mut self, key: &[u8]) -> Result<()> {
+            self.0.seek(key)
+        }
+        fn valid(&self) -> bool {
+            self.0.valid()
+        }
+        fn key(&self) -> &[u8] {
+            self.0.key()
+        }
+        fn value(&self) -> &[u8] {
+            self.0.value()
+        }
+        fn next(&mut self) -> Result<()> {
+            self.0.next()
+        }
+    }
+
+    fn scan_opts(rules: Vec<FamilyRule>) -> VisibleOptions {
+        VisibleOptions {
+            families: Arc::new(rules),
+            time_start: i64::MIN,
+            time_end: i64::MAX,
+            now_ns: 0,
+            return_deletes: false,
+            mode: Mode::Scan,
+            snapshot_rev: i64::MAX,
+        }
+    }
+
+    fn drain(v: &mut impl CellIter, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut out = Vec::new();
+        while v.valid() && out.len() < limit {
+            out.push((v.key().to_vec(), v.value().to_vec()));
+            v.next().unwrap();
+        }
+        out
+    }
+
+    proptest::proptest! {
+        /// A seek into the middle of a row goes straight to its target when the source holds
+        /// no row or family delete, and returns exactly what the seek through the row's start
+        /// returns; with such deletes the source says so and the seek still starts at the row.
+        #[test]
+        fn a_direct_seek_into_a_row_returns_what_the_seek_from_its_start_returns(
+            cells in proptest::collection::vec(
+                (0u8..3, 1u8..3, 0usize..4, 1i64..5, 0u8..5), 0..40),
+            wide in proptest::bool::ANY,
+            targets in proptest::collection::vec(
+                (0u8..3, 1u8..3, 0usize..4, 0u8..3, 1i64..5), 1..8),
+        ) {
+            const QUALS: [&str; 4] = ["", "a", "ab", "b"];
+            let mut enc: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+            for (rev, (r, f, q, ts, kind)) in cells.iter().enumerate() {
+                let row = [b'r', b'0' + r];
+                let (fam, qual, flag) = match kind {
+                    0 | 1 => (*f, QUALS[*q], CellFlag::Insert),
+                    2 => (*f, QUALS[*q], CellFlag::DeleteCell),
+                    3 if wide => (0, "", CellFlag::DeleteRow),
+                    3 => (*f, QUALS[*q], CellFlag::DeleteCellVersion),
+                    _ if wide => (*f, "", CellFlag::DeleteColumnFamily),
+                    _ => (*f, QUALS[*q], CellFlag::Insert),
+                };
+                let mut k = Vec::new();
+                key::encode_parts(&row, fam, qual.as_bytes(), flag, *ts, rev as i64 + 1, &mut k);
+                enc.push((k, b"1".to_vec()));
+            }
+            enc.sort();
+            enc.dedup_by(|a, b| a.0 == b.0);
+            let has_wide = enc.iter().any(|(k, _)| key::is_wide_delete(k));
+            let mut rules = vec![FamilyRule::unselected(); 256];
+            rules[1] = FamilyRule { selected: true, ..FamilyRule::unselected() };
+            rules[2] = FamilyRule {
+                selected: true,
+                combiner: Some(CounterKind.build(&Default::default()).unwrap()),
+                ..FamilyRule::unselected()
+            };
+            let direct_src = VecIter::new(enc.clone());
+            proptest::prop_assert_eq!(direct_src.may_hold_wide_deletes(), has_wide);
+            let mut direct = VisibleCells::new(direct_src, scan_opts(rules.clone()));
+            let mut through = VisibleCells::new(Widened(VecIter::new(enc)), scan_opts(rules));
+            for (r, f, q, cut, ts) in targets {
+                let row = [b'r', b'0' + r];
+                // A cell's start, a qualifier prefix (no terminator), or a key inside the
+                // cell's versions.
+                let mut t = key::cell_start(&row, f, QUALS[q].as_bytes());
+                match cut {
+                    0 => {}
+                    1 => t.truncate(t.len() - 2),
+                    _ => {
+                        t.clear();
+                        key::encode_parts(&row, f, QUALS[q].as_bytes(), CellFlag::Insert, ts, 3, &mut t);
+                    }
+                }
+                direct.seek_until(&t, None).unwrap();
+                through.seek_until(&t, None).unwrap();
+                proptest::prop_assert_eq!(drain(&mut direct, 6), drain(&mut through, 6));
+            }
+        }
     }
 
     /// Re-seeking just past a combined cell returns nothing more of it (not a second, partial
