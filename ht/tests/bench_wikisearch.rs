@@ -41,7 +41,8 @@ fn the_tiny_wikisearch_bench_agrees_across_methods_and_prints_its_summary() {
         "cold (median of 1 runs)",
         "old and man and sea",
         "random load: 2 clients x 5 queries",
-        "during a re-ingest at",
+        "during a re-ingest at a fixed 132 (",
+        "during a re-ingest at full speed (",
     ] {
         assert!(stdout.contains(want), "no {want:?} in:\n{stdout}");
     }

@@ -255,24 +255,32 @@ impl Master {
                 locations,
             } => {
                 let (path, schema, splits) = (path.clone(), schema.clone(), splits.clone());
+                let n = splits.len() + 1;
                 let chosen: Vec<String> = if splits.is_empty() {
                     location.iter().cloned().collect()
                 } else {
                     locations.clone()
                 };
-                let usable = chosen.len() == splits.len() + 1
-                    && chosen
-                        .iter()
-                        .all(|l| self.servers.get(l).is_none_or(|s| s.live));
-                let locs = if usable {
+                let live = |l: &String| self.servers.get(l).is_none_or(|s| s.live);
+                let locs = if chosen.len() == n && chosen.iter().all(live) {
                     chosen
                 } else {
                     // Chosen once and logged, so a retry puts each range where the first
-                    // attempt may already have created it.
-                    let l = self.spread(splits.len() + 1);
-                    if l.is_empty() {
+                    // attempt may already have created it; only the ranges of servers that
+                    // died since are placed again.
+                    let fresh = self.spread(n);
+                    if fresh.is_empty() {
                         return Err(unavailable("no live range server".into()));
                     }
+                    let l: Vec<String> = if chosen.len() == n {
+                        chosen
+                            .into_iter()
+                            .zip(fresh)
+                            .map(|(c, f)| if live(&c) { c } else { f })
+                            .collect()
+                    } else {
+                        fresh
+                    };
                     *location = Some(l[0].clone());
                     if !splits.is_empty() {
                         *locations = l.clone();

@@ -188,8 +188,9 @@ impl Master {
     }
 
     /// Makes `location` know the table and hold its range `[start, end)` (unless it holds a
-    /// range of the table overlapping it: an earlier attempt created it). An empty range record is adopted, which registers the table too
-    /// (unlike `rs.create_table`, whatever table ids the server has seen before).
+    /// range of the table overlapping it: an earlier attempt created it). An empty range
+    /// record is adopted, which registers the table too (unlike `rs.create_table`, whatever
+    /// table ids the server has seen before).
     pub(crate) async fn ensure_range(
         &mut self,
         location: &str,

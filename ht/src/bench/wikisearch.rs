@@ -23,8 +23,9 @@
 //! - **random load**: `--clients` threads x `--queries-per-client` queries of 3-5 words from
 //!   the corpus's 10,000 most frequent alphabetic terms: queries/s, p50/p99, matches;
 //! - with `--during-ingest`, the seed queries in a loop while the corpus is ingested again
-//!   under new ids at full speed (for at most `--during-ingest-secs`), against their idle
-//!   (warm) times (the seed: 2-4x slower).
+//!   under new ids, first at a fixed rate (`--during-ingest-rate`, default the seed's 132
+//!   articles/s), then at full speed (each for at most `--during-ingest-secs`), against their
+//!   idle (warm) times (the seed: 2-4x slower).
 //!
 //! It ends with one summary line per corpus and mode, e.g. `wikisearch: corpus=4540
 //! mode=embedded articles_per_s=1234 seed_queries_vs_client_side=6.3x random_qps=250`.
@@ -78,9 +79,13 @@ pub struct WikisearchArgs {
     /// Also time the seed queries while the corpus is ingested again under new ids.
     #[arg(long)]
     pub during_ingest: bool,
-    /// How long the ingest under `--during-ingest` runs at most.
+    /// How long each ingest under `--during-ingest` runs at most.
     #[arg(long, default_value_t = 60)]
     pub during_ingest_secs: u64,
+    /// The fixed rate (articles/s) of the first ingest under `--during-ingest` (the seed
+    /// re-ingested at 132 articles/s); the second runs at full speed.
+    #[arg(long, default_value_t = 132.0)]
+    pub during_ingest_rate: f64,
     /// Do not append to bench/RESULTS.md.
     #[arg(long)]
     pub no_record: bool,
@@ -509,14 +514,15 @@ fn random_load(
     })
 }
 
-/// The six seed queries in a loop while the corpus is ingested again under new ids (so every
-/// article is written anew) at full speed, for at most `secs` seconds: each query's median ms
-/// during the ingest, and the ingest's articles/s.
+/// The six seed queries in a loop while the corpus is ingested again under new ids (each
+/// article's id plus `id_offset`, so every article is written anew) at `rate` articles/s (0:
+/// full speed), for at most `secs` seconds: each query's median ms during the ingest, and the
+/// ingest's articles/s.
 fn during_ingest(
     client: &Arc<dyn Client>,
     tables: &Tables,
     files: &[PathBuf],
-    secs: u64,
+    (secs, rate, id_offset): (u64, f64, u64),
 ) -> anyhow::Result<(Vec<f64>, f64)> {
     let done = std::sync::atomic::AtomicBool::new(false);
     let (ingested, times) = std::thread::scope(|s| {
@@ -531,8 +537,14 @@ fn during_ingest(
                         if t0.elapsed().as_secs() >= secs {
                             break 'files;
                         }
+                        if rate > 0.0 {
+                            let due = std::time::Duration::from_secs_f64(n as f64 / rate);
+                            if let Some(wait) = due.checked_sub(t0.elapsed()) {
+                                std::thread::sleep(wait);
+                            }
+                        }
                         let Ok(mut a) = a else { continue };
-                        a.id += 1_000_000_000;
+                        a.id += id_offset;
                         ing.add(&a)?;
                         n += 1;
                     }
@@ -787,17 +799,22 @@ fn corpus_mode(
             args.queries_per_client,
         )?;
         let (query_lines, seed_ratio) = run.report(caches);
-        let during = if args.during_ingest {
-            eprintln!("{corpus} {mode}: queries during a re-ingest");
-            Some(during_ingest(
-                &client,
-                &tables,
-                files,
-                args.during_ingest_secs,
-            )?)
-        } else {
-            None
-        };
+        let mut during = Vec::new();
+        if args.during_ingest {
+            for (rate, offset) in [
+                (args.during_ingest_rate.max(0.0), 1_000_000_000),
+                (0.0, 2_000_000_000),
+            ] {
+                eprintln!("{corpus} {mode}: queries during a re-ingest");
+                let d = during_ingest(
+                    &client,
+                    &tables,
+                    files,
+                    (args.during_ingest_secs, rate, offset),
+                )?;
+                during.push((rate, d));
+            }
+        }
         let per_s = fig.articles as f64 / fig.secs.max(1e-9);
         lines.insert(
             0,
@@ -823,7 +840,7 @@ fn corpus_mode(
             "  random load: {} clients x {} queries of 3-5 of the 10,000 most frequent terms: {:.1} s, {:.1} queries/s, p50 {:.1} ms, p99 {:.1} ms, {} matches",
             args.clients, args.queries_per_client, load.secs, qps, load.p50_ms, load.p99_ms, load.matches
         ));
-        if let Some((ms, rate)) = &during {
+        for (target, (ms, rate)) in &during {
             let idle: Vec<f64> = SEED_QUERIES
                 .iter()
                 .map(|q| {
@@ -839,8 +856,13 @@ fn corpus_mode(
                 .zip(ms.iter().zip(&idle))
                 .map(|(q, (d, i))| format!("{q}: {d:.1} ms ({:.1}x idle)", d / i))
                 .collect();
+            let how = if *target > 0.0 {
+                format!("a fixed {target:.0}")
+            } else {
+                "full speed".to_string()
+            };
             lines.push(format!(
-                "  during a re-ingest at {rate:.0} articles/s (new ids): {}",
+                "  during a re-ingest at {how} ({rate:.0} articles/s, new ids): {}",
                 slow.join("; ")
             ));
         }
