@@ -1101,47 +1101,29 @@ fn standby_master_finishes_what_the_dead_one_logged() {
         )
         .await
         .expect("session");
-        let id = hs.attr_incr(HT, NEXT_TABLE_ID, 1).await.expect("id") as u32;
-        let mut schema = common::TableSchema::new(id, "/left");
-        schema.add_family("a");
-        let seq = hs.attr_incr(OPS, "next_op", 1).await.expect("seq") as u64;
-        let node = op_node(seq);
-        let h = hs
-            .open(&node, flags::READ | flags::WRITE | flags::CREATE, 0)
-            .await
-            .expect("create op");
-        hs.close(h).await.expect("close");
-        let op = Operation::CreateTable {
-            path: "/left".into(),
-            schema,
-            location: None,
-            splits: Vec::new(),
-            locations: Vec::new(),
-        };
-        hs.attr_set(node.as_str(), OP_ATTR, op.to_json())
-            .await
-            .expect("log op");
-        // And a pre-split one.
-        let id = hs.attr_incr(HT, NEXT_TABLE_ID, 1).await.expect("id") as u32;
-        let mut schema = common::TableSchema::new(id, "/left_split");
-        schema.add_family("a");
-        let seq = hs.attr_incr(OPS, "next_op", 1).await.expect("seq") as u64;
-        let node = op_node(seq);
-        let h = hs
-            .open(&node, flags::READ | flags::WRITE | flags::CREATE, 0)
-            .await
-            .expect("create op");
-        hs.close(h).await.expect("close");
-        let op = Operation::CreateTable {
-            path: "/left_split".into(),
-            schema,
-            location: None,
-            splits: vec![b"m".to_vec()],
-            locations: Vec::new(),
-        };
-        hs.attr_set(node.as_str(), OP_ATTR, op.to_json())
-            .await
-            .expect("log op");
+        // A logged table creation (path, split rows), no step of it done.
+        for (path, splits) in [("/left", Vec::new()), ("/left_split", vec![b"m".to_vec()])] {
+            let id = hs.attr_incr(HT, NEXT_TABLE_ID, 1).await.expect("id") as u32;
+            let mut schema = common::TableSchema::new(id, path);
+            schema.add_family("a");
+            let seq = hs.attr_incr(OPS, "next_op", 1).await.expect("seq") as u64;
+            let node = op_node(seq);
+            let h = hs
+                .open(&node, flags::READ | flags::WRITE | flags::CREATE, 0)
+                .await
+                .expect("create op");
+            hs.close(h).await.expect("close");
+            let op = Operation::CreateTable {
+                path: path.into(),
+                schema,
+                location: None,
+                splits,
+                locations: Vec::new(),
+            };
+            hs.attr_set(node.as_str(), OP_ATTR, op.to_json())
+                .await
+                .expect("log op");
+        }
         hs.close_session().await.expect("close session");
     });
     let takeover = loop {

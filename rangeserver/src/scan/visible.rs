@@ -759,18 +759,7 @@ mod tests {
             (key("r", "b", 10, 4), b"8".to_vec()),
         ];
         let newest = cells[0].0.clone();
-        let mut v = VisibleCells::new(
-            VecIter::new(cells),
-            VisibleOptions {
-                families: Arc::new(rules),
-                time_start: i64::MIN,
-                time_end: i64::MAX,
-                now_ns: 0,
-                return_deletes: false,
-                mode: Mode::Scan,
-                snapshot_rev: i64::MAX,
-            },
-        );
+        let mut v = VisibleCells::new(VecIter::new(cells), scan_opts(rules));
         v.seek(b"").unwrap();
         assert_eq!((v.key(), v.value()), (newest.as_slice(), &b"7"[..]));
         let mut past = newest.clone();
