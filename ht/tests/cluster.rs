@@ -1089,7 +1089,7 @@ fn standby_master_finishes_what_the_dead_one_logged() {
     let active = admin.master_status().expect("status").pid;
     let killed = cluster.kill(|p| p.role == "master" && p.pid == active);
     let killed_at = Instant::now();
-    // What the dead master would have left: a logged table creation, no step of it done.
+    // What the dead master would have left: logged table creations, no step of them done.
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     let creds = rpc::ClusterCredentials::load(cluster.path(), "client").expect("creds");
     let addrs = cluster.hyperspace_addrs();
@@ -1101,7 +1101,7 @@ fn standby_master_finishes_what_the_dead_one_logged() {
         )
         .await
         .expect("session");
-        // A logged table creation (path, split rows), no step of it done.
+        // One plain, one pre-split.
         for (path, splits) in [("/left", Vec::new()), ("/left_split", vec![b"m".to_vec()])] {
             let id = hs.attr_incr(HT, NEXT_TABLE_ID, 1).await.expect("id") as u32;
             let mut schema = common::TableSchema::new(id, path);
