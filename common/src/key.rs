@@ -168,6 +168,25 @@ fn unescape(enc: &[u8]) -> Cow<'_, [u8]> {
     Cow::Owned(out)
 }
 
+/// Whether an encoded key is a delete of any kind (row, family, cell or version). False for
+/// anything too short to be a key.
+pub fn is_delete(enc: &[u8]) -> bool {
+    enc.len() >= KEY_SUFFIX_LEN
+        && CellFlag::from_u8(enc[enc.len() - KEY_SUFFIX_LEN]) != Some(CellFlag::Insert)
+}
+
+/// The timestamp of an encoded key (the caller knows it is a key).
+pub fn timestamp_of(enc: &[u8]) -> i64 {
+    let n = enc.len();
+    undesc_i64(enc[n - 16..n - 8].try_into().expect("8 bytes"))
+}
+
+/// The revision of an encoded key (its last eight bytes; the caller knows it is a key).
+pub fn revision_of(enc: &[u8]) -> i64 {
+    let n = enc.len();
+    undesc_i64(enc[n - 8..].try_into().expect("8 bytes"))
+}
+
 /// Whether an encoded key is a row delete or a column-family delete (a "wide" delete: it
 /// hides cells that sort after it in its row). False for anything too short to be a key.
 pub fn is_wide_delete(enc: &[u8]) -> bool {

@@ -16,6 +16,8 @@ pub struct RangeInfo {
     pub cells_written: u64,
     /// Cells scans stepped over since the range was loaded here.
     pub cells_read: u64,
+    /// Seeks scans made into the range since it was loaded here.
+    pub seeks: u64,
 }
 
 /// Counters for reports and tests.
@@ -32,4 +34,6 @@ pub struct EngineStats {
     pub purged_fragments: u64,
     pub block_cache_hits: u64,
     pub block_cache_misses: u64,
+    /// Seeks scans made into the ranges held now ([`RangeInfo::seeks`], summed).
+    pub seeks: u64,
 }

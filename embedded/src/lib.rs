@@ -465,6 +465,7 @@ impl Client for EmbeddedClient {
                 "block_cache_misses".into(),
                 s.block_cache_misses.to_string(),
             ),
+            ("seeks".into(), s.seeks.to_string()),
         ])
     }
 

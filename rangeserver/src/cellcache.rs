@@ -138,6 +138,8 @@ pub struct CellCache {
     max_revision: AtomicI64,
     /// Row and column-family deletes ever inserted (never decreases).
     wide_deletes: AtomicU64,
+    /// Deletes of any kind ever inserted (never decreases).
+    deletes: AtomicU64,
 }
 
 impl std::fmt::Debug for CellCache {
@@ -170,6 +172,7 @@ impl CellCache {
             min_revision: AtomicI64::new(i64::MAX),
             max_revision: AtomicI64::new(i64::MIN),
             wide_deletes: AtomicU64::new(0),
+            deletes: AtomicU64::new(0),
         }
     }
 
@@ -184,10 +187,12 @@ impl CellCache {
         let before = inner.arena_bytes + inner.index.len() as u64 * INDEX_BYTES_PER_CELL;
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         let mut wide = 0;
+        let mut deletes = 0;
         for (key, value, rev) in cells {
             lo = lo.min(rev);
             hi = hi.max(rev);
             wide += u64::from(common::key::is_wide_delete(key));
+            deletes += u64::from(common::key::is_delete(key));
             let slot = inner.alloc(key, value);
             inner.index.replace(slot);
         }
@@ -200,12 +205,20 @@ impl CellCache {
         if wide > 0 {
             self.wide_deletes.fetch_add(wide, AtomicOrdering::AcqRel);
         }
+        if deletes > 0 {
+            self.deletes.fetch_add(deletes, AtomicOrdering::AcqRel);
+        }
         after - before
     }
 
     /// Whether a row or column-family delete was ever inserted.
     pub fn has_wide_deletes(&self) -> bool {
         self.wide_deletes.load(AtomicOrdering::Acquire) > 0
+    }
+
+    /// Whether a delete of any kind was ever inserted.
+    pub fn has_deletes(&self) -> bool {
+        self.deletes.load(AtomicOrdering::Acquire) > 0
     }
 
     /// Bytes of memory held (arena plus index), exactly as charged against the cache limit.
@@ -322,6 +335,9 @@ pub struct CellCacheIter {
 impl CellIter for CellCacheIter {
     fn may_hold_wide_deletes(&self) -> bool {
         self.cache.has_wide_deletes()
+    }
+    fn may_hold_deletes(&self) -> bool {
+        self.cache.has_deletes()
     }
     fn seek(&mut self, key: &[u8]) -> Result<()> {
         self.exhausted = self

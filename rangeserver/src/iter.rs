@@ -34,6 +34,12 @@ pub trait CellIter: Send {
     fn may_hold_wide_deletes(&self) -> bool {
         true
     }
+    /// False only when the source holds no delete of any kind: every cell is then an insert,
+    /// and a cell exists for a reader as soon as one of its versions does (see
+    /// `KvIter::raw_copy`).
+    fn may_hold_deletes(&self) -> bool {
+        true
+    }
     /// True while the cursor stands on a cell.
     fn valid(&self) -> bool;
     /// The encoded key of the current cell.
@@ -63,6 +69,9 @@ impl<T: CellIter + ?Sized> CellIter for Box<T> {
     fn may_hold_wide_deletes(&self) -> bool {
         (**self).may_hold_wide_deletes()
     }
+    fn may_hold_deletes(&self) -> bool {
+        (**self).may_hold_deletes()
+    }
     fn valid(&self) -> bool {
         (**self).valid()
     }
@@ -87,6 +96,8 @@ pub struct VecIter {
     pos: usize,
     /// Some cell is a row or column-family delete.
     wide_deletes: bool,
+    /// Some cell is a delete.
+    deletes: bool,
 }
 
 impl VecIter {
@@ -94,10 +105,12 @@ impl VecIter {
     pub fn new(cells: Vec<(Vec<u8>, Vec<u8>)>) -> Self {
         debug_assert!(cells.windows(2).all(|w| w[0].0 <= w[1].0));
         let wide_deletes = cells.iter().any(|(k, _)| common::key::is_wide_delete(k));
+        let deletes = cells.iter().any(|(k, _)| common::key::is_delete(k));
         Self {
             pos: cells.len(),
             cells,
             wide_deletes,
+            deletes,
         }
     }
 }
@@ -109,6 +122,9 @@ impl CellIter for VecIter {
     }
     fn may_hold_wide_deletes(&self) -> bool {
         self.wide_deletes
+    }
+    fn may_hold_deletes(&self) -> bool {
+        self.deletes
     }
     fn valid(&self) -> bool {
         self.pos < self.cells.len()

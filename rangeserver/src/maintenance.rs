@@ -707,6 +707,7 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
             retired: std::sync::atomic::AtomicBool::new(false),
             cells_written: std::sync::atomic::AtomicU64::new(0),
             cells_read: std::sync::atomic::AtomicU64::new(0),
+            seeks: std::sync::atomic::AtomicU64::new(0),
         });
     }
     for g in &range.groups {

@@ -114,6 +114,10 @@ impl<I: CellIter> CellIter for MergeIter<I> {
         self.children.iter().any(|c| c.may_hold_wide_deletes())
     }
 
+    fn may_hold_deletes(&self) -> bool {
+        self.children.iter().any(|c| c.may_hold_deletes())
+    }
+
     fn valid(&self) -> bool {
         self.current.is_some()
     }
@@ -187,6 +191,10 @@ impl<I: CellIter> CellIter for BoundedIter<I> {
 
     fn may_hold_wide_deletes(&self) -> bool {
         self.inner.may_hold_wide_deletes()
+    }
+
+    fn may_hold_deletes(&self) -> bool {
+        self.inner.may_hold_deletes()
     }
 
     fn valid(&self) -> bool {

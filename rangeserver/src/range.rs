@@ -103,6 +103,10 @@ pub struct Range {
     pub cells_written: AtomicU64,
     /// Cells scans stepped over since open (before filtering), for load reports.
     pub cells_read: AtomicU64,
+    /// Seeks scans made into this range since open: every positioning of one of its cursors
+    /// (a scan's start, each interval of a key set, each seek of an iterator or of its deep
+    /// copies), for reports and benchmarks.
+    pub seeks: AtomicU64,
 }
 
 impl Range {

@@ -366,18 +366,71 @@ impl Client for ClusterClient {
         })
     }
 
+    /// The master's view, then the live range servers' engine counters summed under the names
+    /// the embedded database uses (each server asked once, one after the other; one that does
+    /// not answer is counted in `unanswered_servers`, not summed).
     fn status(&self) -> Result<Vec<(String, String)>> {
         let st = self.master_status()?;
-        let live = st.servers.iter().filter(|s| s.live).count();
+        let live: Vec<&str> = st
+            .servers
+            .iter()
+            .filter(|s| s.live)
+            .map(|s| s.location.as_str())
+            .collect();
         let ranges: u32 = st.servers.iter().map(|s| s.ranges).sum();
+        let mut sum = common::status::EngineStats::default();
+        let mut unanswered = 0usize;
+        self.rt.block_on(async {
+            for loc in &live {
+                let asked = match self.inner.server(loc).await {
+                    Ok(c) => c.status().await.ok(),
+                    Err(_) => None,
+                };
+                let Some(s) = asked else {
+                    unanswered += 1;
+                    continue;
+                };
+                sum.stores += s.stores;
+                sum.cache_bytes += s.cache_bytes;
+                sum.minor_compactions += s.minor_compactions;
+                sum.merging_compactions += s.merging_compactions;
+                sum.major_compactions += s.major_compactions;
+                sum.splits += s.splits;
+                sum.block_cache_hits += s.block_cache_hits;
+                sum.block_cache_misses += s.block_cache_misses;
+                sum.seeks += s.seeks;
+            }
+        });
         Ok(vec![
             ("mode".into(), "cluster".into()),
-            ("range_servers".into(), live.to_string()),
+            ("range_servers".into(), live.len().to_string()),
             ("ranges".into(), ranges.to_string()),
             ("root_location".into(), st.root_location),
             ("operations".into(), st.operations.len().to_string()),
             ("moves".into(), st.moves.to_string()),
             ("recoveries".into(), st.recoveries.to_string()),
+            ("cell_stores".into(), sum.stores.to_string()),
+            ("cell_cache_bytes".into(), sum.cache_bytes.to_string()),
+            (
+                "minor_compactions".into(),
+                sum.minor_compactions.to_string(),
+            ),
+            (
+                "merging_compactions".into(),
+                sum.merging_compactions.to_string(),
+            ),
+            (
+                "major_compactions".into(),
+                sum.major_compactions.to_string(),
+            ),
+            ("splits".into(), sum.splits.to_string()),
+            ("block_cache_hits".into(), sum.block_cache_hits.to_string()),
+            (
+                "block_cache_misses".into(),
+                sum.block_cache_misses.to_string(),
+            ),
+            ("seeks".into(), sum.seeks.to_string()),
+            ("unanswered_servers".into(), unanswered.to_string()),
         ])
     }
 

@@ -257,6 +257,30 @@ struct Timed {
     matches: usize,
     partitions: usize,
     result_bytes: u64,
+    /// Seeks the query made into the ranges (the engines' counters before and after it).
+    seeks: u64,
+}
+
+/// Seeks scans have made into the database's ranges so far (`Client::status`'s `seeks`,
+/// summed over the range servers on a cluster).
+fn seeks(client: &dyn Client) -> anyhow::Result<u64> {
+    let st = client.status()?;
+    let v = st
+        .iter()
+        .find(|(k, _)| k == "seeks")
+        .context("the status has no seek count")?;
+    Ok(v.1.parse()?)
+}
+
+/// Runs `f`, setting its answer's seek count from the counters around it.
+fn counting_seeks(
+    client: &dyn Client,
+    f: impl FnOnce() -> anyhow::Result<(Timed, Docs)>,
+) -> anyhow::Result<(Timed, Docs)> {
+    let before = seeks(client)?;
+    let (mut t, d) = f()?;
+    t.seeks = seeks(client)?.saturating_sub(before);
+    Ok((t, d))
 }
 
 fn run_iterator(client: &dyn Client, tables: &Tables, q: &str) -> anyhow::Result<(Timed, Docs)> {
@@ -271,6 +295,7 @@ fn run_iterator(client: &dyn Client, tables: &Tables, q: &str) -> anyhow::Result
         matches: a.matches.len(),
         partitions: a.partitions,
         result_bytes: a.result_bytes,
+        seeks: 0,
     };
     Ok((t, a.matches.into_iter().map(|(l, id, _)| (l, id)).collect()))
 }
@@ -336,6 +361,7 @@ fn run_client_side(
         matches: docs.len(),
         partitions: partitions as usize,
         result_bytes: bytes,
+        seeks: 0,
     };
     Ok((t, docs))
 }
@@ -591,8 +617,10 @@ impl Run<'_> {
     /// Every query once by both methods; the answers must agree.
     fn queries(&mut self, client: &dyn Client, cache: Cache) -> anyhow::Result<()> {
         for q in SEED_QUERIES.iter().chain(&SINGLE_TERMS) {
-            let (ti, di) = run_iterator(client, &self.tables, q)?;
-            let (tc, dc) = run_client_side(client, &self.tables, self.partitions, q)?;
+            let (ti, di) = counting_seeks(client, || run_iterator(client, &self.tables, q))?;
+            let (tc, dc) = counting_seeks(client, || {
+                run_client_side(client, &self.tables, self.partitions, q)
+            })?;
             ensure!(
                 di == dc,
                 "{q}: the boolean iterator found {} documents, the client side {}",
@@ -611,7 +639,7 @@ impl Run<'_> {
         let mut seed_ratios = Vec::new();
         for &cache in caches {
             lines.push(format!(
-                "  {} (median of {} runs): query | matches | iterator ms (index + shard) | client-side ms (postings + titles) | ratio (client-side postings / iterator) | partitions | result bytes iterator / client-side",
+                "  {} (median of {} runs): query | matches | iterator ms (index + shard) | client-side ms (postings + titles) | ratio (client-side postings / iterator) | partitions | result bytes iterator / client-side | seeks iterator / client-side",
                 cache.name(),
                 self.args.runs
             ));
@@ -635,7 +663,7 @@ impl Run<'_> {
                     seed_ratios.push(ratio);
                 }
                 lines.push(format!(
-                    "    {q:32} | {:6} | {:8.1} ({:.1} + {:.1}) | {:8.1} ({:.1} + {:.1}) | {:5.1}x | {} | {} / {}",
+                    "    {q:32} | {:6} | {:8.1} ({:.1} + {:.1}) | {:8.1} ({:.1} + {:.1}) | {:5.1}x | {} | {} / {} | {} / {}",
                     it[0].matches,
                     med(it, |t| t.total_ms),
                     med(it, |t| t.index_ms),
@@ -646,7 +674,9 @@ impl Run<'_> {
                     ratio,
                     it[0].partitions,
                     it[0].result_bytes,
-                    cs[0].result_bytes
+                    cs[0].result_bytes,
+                    it[0].seeks,
+                    cs[0].seeks
                 ));
             }
         }

@@ -444,6 +444,8 @@ pub struct WireRange {
     pub cells_written: u64,
     #[prost(uint64, tag = "9")]
     pub cells_read: u64,
+    #[prost(uint64, tag = "10")]
+    pub seeks: u64,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]
@@ -482,6 +484,9 @@ pub struct StatusReply {
     /// some live server lacks.
     #[prost(string, repeated, tag = "12")]
     pub kinds: Vec<String>,
+    /// Seeks scans made into the ranges the server holds (`RangeInfo::seeks`, summed).
+    #[prost(uint64, tag = "13")]
+    pub seeks: u64,
 }
 
 /// `None` for an empty row: the wire's spelling of an unbounded end.
@@ -512,6 +517,7 @@ impl From<&RangeInfo> for WireRange {
             cache_bytes: r.cache_bytes,
             cells_written: r.cells_written,
             cells_read: r.cells_read,
+            seeks: r.seeks,
         }
     }
 }
@@ -528,6 +534,7 @@ impl From<WireRange> for RangeInfo {
             cache_bytes: r.cache_bytes,
             cells_written: r.cells_written,
             cells_read: r.cells_read,
+            seeks: r.seeks,
         }
     }
 }
@@ -547,6 +554,7 @@ impl From<&EngineStats> for StatusReply {
             block_cache_hits: s.block_cache_hits,
             block_cache_misses: s.block_cache_misses,
             kinds: Vec::new(),
+            seeks: s.seeks,
         }
     }
 }
@@ -566,6 +574,7 @@ impl From<StatusReply> for EngineStats {
             purged_fragments: s.purged_fragments,
             block_cache_hits: s.block_cache_hits,
             block_cache_misses: s.block_cache_misses,
+            seeks: s.seeks,
         }
     }
 }

@@ -294,6 +294,10 @@ impl CellIter for CellStoreScanner {
         self.store.trailer().delete_count > 0
     }
 
+    fn may_hold_deletes(&self) -> bool {
+        self.store.trailer().delete_count > 0
+    }
+
     #[inline]
     fn valid(&self) -> bool {
         self.valid

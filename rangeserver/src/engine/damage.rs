@@ -66,6 +66,7 @@ impl Engine {
                 cache_bytes: 0,
                 cells_written: 0,
                 cells_read: 0,
+                seeks: 0,
             })
             .collect()
     }

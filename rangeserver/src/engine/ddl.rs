@@ -198,6 +198,7 @@ impl Engine {
                     retired: AtomicBool::new(false),
                     cells_written: AtomicU64::new(old_r.cells_written.load(Ordering::Relaxed)),
                     cells_read: AtomicU64::new(old_r.cells_read.load(Ordering::Relaxed)),
+                    seeks: AtomicU64::new(old_r.seeks.load(Ordering::Relaxed)),
                 };
                 ops.push(MetaOp::PutRange(r.record()));
                 rebuilt.push((Arc::new(r), old_r.clone()));

@@ -482,6 +482,7 @@ impl Inner {
             retired: AtomicBool::new(false),
             cells_written: AtomicU64::new(0),
             cells_read: AtomicU64::new(0),
+            seeks: AtomicU64::new(0),
         })
     }
 }

@@ -424,6 +424,10 @@ impl Engine {
             purged_fragments: c.purged(),
             block_cache_hits: inner.files().block_cache().hits(),
             block_cache_misses: inner.files().block_cache().misses(),
+            seeks: ranges
+                .values()
+                .map(|r| r.seeks.load(Ordering::Relaxed))
+                .sum(),
         }
     }
 
@@ -465,5 +469,6 @@ fn range_info(r: &Range) -> RangeInfo {
         cache_bytes: r.groups.iter().map(|g| g.state().cache_bytes()).sum(),
         cells_written: r.cells_written.load(Ordering::Relaxed),
         cells_read: r.cells_read.load(Ordering::Relaxed),
+        seeks: r.seeks.load(Ordering::Relaxed),
     }
 }

@@ -359,6 +359,8 @@ pub(crate) fn family_rules(table: &TableInfo, spec: &ScanSpec) -> Vec<FamilyRule
 /// One range's data as a scan found it: the groups' states (cell caches and stores) taken
 /// when the range was opened, so deep copies read exactly what the first cursor reads.
 struct RangeSnapshot {
+    /// The range, for its counters.
+    range: Arc<Range>,
     groups: Vec<GroupSnap>,
     bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
     vopts: VisibleOptions,
@@ -376,7 +378,7 @@ struct GroupSnap {
 
 impl RangeSnapshot {
     fn take(
-        r: &Range,
+        r: &Arc<Range>,
         groups: &[usize],
         table: &TableInfo,
         vopts: &VisibleOptions,
@@ -398,6 +400,7 @@ impl RangeSnapshot {
             })
             .collect();
         Self {
+            range: r.clone(),
             groups,
             bounds: r.key_bounds(),
             vopts: vopts.clone(),
@@ -419,7 +422,11 @@ struct RangeSource {
 
 impl RangeSource {
     fn update(&mut self) {
-        self.valid = self.merge.valid() && self.end.as_deref().is_none_or(|e| self.merge.key() < e);
+        self.valid = self.merge.valid()
+            && self
+                .end
+                .as_deref()
+                .is_none_or(|e| key::bytes_cmp(self.merge.key(), e).is_lt());
     }
 }
 
@@ -450,6 +457,7 @@ impl KvIter for RangeSource {
     fn seek(&mut self, range: &SeekRange, families: &Families) -> Result<()> {
         self.end.clone_from(&range.end);
         let snap = &self.snap;
+        snap.range.seeks.fetch_add(1, Ordering::Relaxed);
         self.merge.seek_with(|i, c| {
             // Row deletes live in every group, so a group is read only for the families asked.
             if families.is_all() || snap.groups[i].families.intersects(families) {
@@ -479,6 +487,157 @@ impl KvIter for RangeSource {
     }
     fn deep_copy(&self) -> Result<Box<dyn KvIter>> {
         Ok(Box::new(RangeSource::open(self.snap.clone())))
+    }
+    fn raw_copy(&self, families: &Families) -> Result<Option<Box<dyn KvIter>>> {
+        Ok(RawCells::open(&self.snap, families).map(|r| Box::new(r) as Box<dyn KvIter>))
+    }
+}
+
+/// The stored cells of some families of one range, every version, without the visibility
+/// rules ([`KvIter::raw_copy`]): only cells at or below the scan's revision and inside its
+/// time window. Offered only where that shows what [`RangeSource`] shows for them (see
+/// [`RawCells::open`]).
+struct RawCells {
+    snap: Arc<RangeSnapshot>,
+    /// The group read (an index into the snapshot's groups).
+    group: usize,
+    src: Box<dyn CellIter>,
+    /// The families it may return, and those the current seek asked for (a subset).
+    families: Families,
+    mask: Families,
+    end: Option<Vec<u8>>,
+    valid: bool,
+    /// The encoded row prefix (terminator included) of the last key read: a key that starts
+    /// with it has its family byte right after it, without parsing the key.
+    row: Vec<u8>,
+}
+
+impl RawCells {
+    /// `None` unless every family asked for is selected with no TTL, combiner or qualifier
+    /// selection, all of them live in one group read by the scan, the scan returns no deletes
+    /// and is no compaction, no value predicate judges the group's raw cells, and none of the
+    /// group's sources holds a delete of any kind. Then a cell exists for the scan as soon as
+    /// one of its versions lies in the time window at or below the scan's revision, which is
+    /// what this cursor returns.
+    ///
+    /// A delete written while the scan runs is not seen; it would carry a revision above the
+    /// scan's, which the visible cells do not see either.
+    fn open(snap: &Arc<RangeSnapshot>, families: &Families) -> Option<Self> {
+        let o = &snap.vopts;
+        if o.return_deletes || o.mode != Mode::Scan || snap.candidates.is_some() {
+            return None;
+        }
+        let ids: Vec<u8> = (1..=255u8).filter(|&f| families.contains(f)).collect();
+        if ids.is_empty() || families.is_all() {
+            return None;
+        }
+        let simple = |f: u8| {
+            let r = &o.families[f as usize];
+            r.selected && r.ttl_ns == 0 && r.combiner.is_none() && r.qualifiers.is_empty()
+        };
+        if !ids.iter().all(|&f| simple(f)) {
+            return None;
+        }
+        let group = snap
+            .groups
+            .iter()
+            .position(|g| g.families.contains(ids[0]))?;
+        if !ids.iter().all(|&f| snap.groups[group].families.contains(f)) {
+            return None;
+        }
+        let raw = Self::over(snap, group, *families);
+        (!raw.src.may_hold_deletes()).then_some(raw)
+    }
+
+    fn over(snap: &Arc<RangeSnapshot>, group: usize, families: Families) -> Self {
+        Self {
+            snap: snap.clone(),
+            group,
+            src: source_of(
+                &snap.groups[group].state,
+                snap.bounds.clone(),
+                snap.fill_cache,
+            ),
+            families,
+            mask: families,
+            end: None,
+            valid: false,
+            row: Vec::new(),
+        }
+    }
+
+    /// Steps to the first cell at or after the current one that the scan may see.
+    fn settle(&mut self) -> Result<()> {
+        let o = &self.snap.vopts;
+        loop {
+            if !self.src.valid() {
+                self.valid = false;
+                return Ok(());
+            }
+            let k = self.src.key();
+            if self
+                .end
+                .as_deref()
+                .is_some_and(|e| key::bytes_cmp(k, e).is_ge())
+            {
+                self.valid = false;
+                return Ok(());
+            }
+            let n = self.row.len();
+            let family = if n > 0
+                && k.len() > n + key::KEY_SUFFIX_LEN
+                && key::bytes_eq(&k[..n], &self.row)
+            {
+                k[n]
+            } else {
+                let parsed = KeyRef::from_trusted(k)?;
+                self.row.clear();
+                self.row.extend_from_slice(parsed.row_prefix());
+                parsed.family()
+            };
+            let ts = key::timestamp_of(k);
+            if self.mask.contains(family)
+                && key::revision_of(k) <= o.snapshot_rev
+                && ts >= o.time_start
+                && ts < o.time_end
+            {
+                self.valid = true;
+                return Ok(());
+            }
+            self.src.next()?;
+        }
+    }
+}
+
+impl KvIter for RawCells {
+    fn seek(&mut self, range: &SeekRange, families: &Families) -> Result<()> {
+        self.snap.range.seeks.fetch_add(1, Ordering::Relaxed);
+        self.end.clone_from(&range.end);
+        self.mask = Families::of(
+            (1..=255u8).filter(|&f| families.contains(f) && self.families.contains(f)),
+        );
+        self.src.seek_until(&range.start, range.end.as_deref())?;
+        self.settle()
+    }
+    fn valid(&self) -> bool {
+        self.valid
+    }
+    fn key(&self) -> &[u8] {
+        self.src.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.src.value()
+    }
+    fn next(&mut self) -> Result<()> {
+        self.src.next()?;
+        self.settle()
+    }
+    fn deep_copy(&self) -> Result<Box<dyn KvIter>> {
+        Ok(Box::new(RawCells::over(
+            &self.snap,
+            self.group,
+            self.families,
+        )))
     }
 }
 

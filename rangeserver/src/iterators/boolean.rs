@@ -37,6 +37,10 @@ use crate::error::{Error, Result};
 pub const MAX_QUERY_TERMS: usize = 1024;
 /// Postings a term's cursor steps over before it seeks instead.
 const STEPS_BEFORE_SEEK: usize = 8;
+/// Cells the fetch cursor steps over toward the next match before it seeks instead: about
+/// one document's fields, so that dense matches (a frequent term) step and sparse ones seek
+/// at once.
+const FETCH_STEPS_BEFORE_SEEK: usize = 3;
 
 /// A query as the `QUERY` option spells it.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -185,6 +189,11 @@ enum Eval {
 /// escaping keeps their order, so no key is unescaped or copied to compare documents.
 struct Cursor {
     walk: Walk,
+    /// The length of the current row's encoded prefix: a key's qualifier starts one byte
+    /// (the family) after it.
+    row_len: usize,
+    /// The cursor: the source's raw copy where it offers one (a posting exists as soon as one
+    /// of its versions does), else its deep copy.
     it: Option<Box<dyn KvIter>>,
     /// The first key past the run, in the current row.
     end: Vec<u8>,
@@ -205,6 +214,13 @@ fn prefix_key(out: &mut Vec<u8>, row: &[u8], family: u8, parts: &[&[u8]]) {
     for p in parts {
         out.extend_from_slice(p);
     }
+}
+
+/// `a >= b` bytewise, compared inline (documents are short: a `memcmp` call per step
+/// dominated the leapfrog).
+#[inline]
+fn ge(a: &[u8], b: &[u8]) -> bool {
+    key::bytes_cmp(a, b).is_ge()
 }
 
 /// The smallest byte string above every string that starts with `k`.
@@ -243,6 +259,7 @@ impl Cursor {
     fn new(walk: Walk) -> Self {
         Self {
             walk,
+            row_len: 0,
             it: None,
             end: Vec::new(),
             cur: Vec::new(),
@@ -254,6 +271,7 @@ impl Cursor {
 
     /// Places the cursor's run in the row (its encoded prefix; not positioned yet).
     fn reset(&mut self, row: &[u8], fi: u8, doc: u8) {
+        self.row_len = row.len();
         match &self.walk {
             Walk::Postings(p) => {
                 prefix_key(&mut self.end, row, fi, &[p]);
@@ -297,9 +315,13 @@ impl Cursor {
                 self.at_end = true;
                 return Ok(());
             }
-            let q = KeyRef::from_trusted(it.key())?.escaped_qualifier();
+            // Every key the cursor meets is in its row (its seeks end there).
+            let k = it.key();
+            let q = k
+                .get(self.row_len + 1..k.len().saturating_sub(key::KEY_SUFFIX_LEN + 2))
+                .ok_or_else(|| Error::InvalidInput(format!("boolean_index: bad key {k:?}")))?;
             let d = doc_of(&self.walk, q);
-            if !self.on || self.cur != d {
+            if !self.on || !key::bytes_eq(&self.cur, d) {
                 self.cur.clear();
                 self.cur.extend_from_slice(d);
                 self.on = true;
@@ -322,11 +344,15 @@ impl Cursor {
         if self.at_end {
             return Ok(None);
         }
-        if self.current().is_some_and(|c| c >= target) {
+        if self.current().is_some_and(|c| ge(c, target)) {
             return Ok(self.current());
         }
         if self.it.is_none() {
-            self.it = Some(proto.deep_copy()?);
+            let family = Families::of([self.family(fi, doc)]);
+            self.it = Some(match proto.raw_copy(&family)? {
+                Some(raw) => raw,
+                None => proto.deep_copy()?,
+            });
         }
         if self.on {
             // Close behind: step rather than seek.
@@ -336,7 +362,7 @@ impl Cursor {
                 self.settle(steps)?;
                 match self.current() {
                     None => return Ok(None),
-                    Some(c) if c >= target => return Ok(self.current()),
+                    Some(c) if ge(c, target) => return Ok(self.current()),
                     Some(_) => {}
                 }
             }
@@ -362,7 +388,7 @@ impl Cursor {
         self.settle(steps)?;
         // A document's own field cells sort after the key of `target` = `doc \0` (the
         // successor of the document a search goes past): step over them.
-        while self.current().is_some_and(|c| c < target) {
+        while self.current().is_some_and(|c| !ge(c, target)) {
             *steps += 1;
             self.it.as_mut().expect("opened").next()?;
             self.settle(steps)?;
@@ -379,6 +405,9 @@ pub struct BooleanIndex {
     /// Reads a matching document's cells.
     fetch: Option<Box<dyn KvIter>>,
     fetch_seek: SeekRange,
+    /// `fetch` was seeked in the current row (to the end of its document family), so it
+    /// stands at or before the cells of the next match: close behind, it steps there.
+    fetch_in_row: bool,
     fi: u8,
     doc: u8,
     budget: Budget,
@@ -405,6 +434,7 @@ impl BooleanIndex {
             cursors,
             fetch: None,
             fetch_seek: SeekRange::all(),
+            fetch_in_row: false,
             fi,
             doc,
             budget,
@@ -485,7 +515,7 @@ impl BooleanIndex {
                 let mut d = Vec::new();
                 for c in v {
                     if Self::next_match(c, cursors, ctx, target, steps, &mut d)?
-                        && (!found || d < *out)
+                        && (!found || !ge(&d, out))
                     {
                         std::mem::swap(out, &mut d);
                         found = true;
@@ -509,7 +539,7 @@ impl BooleanIndex {
                         if !Self::next_match(p, cursors, ctx, out, steps, &mut d)? {
                             return Ok(false);
                         }
-                        if d == *out {
+                        if key::bytes_eq(&d, out) {
                             agreed += 1;
                         } else {
                             std::mem::swap(out, &mut d);
@@ -518,7 +548,9 @@ impl BooleanIndex {
                         i += 1;
                     }
                     for n in neg {
-                        if Self::next_match(n, cursors, ctx, out, steps, &mut d)? && d == *out {
+                        if Self::next_match(n, cursors, ctx, out, steps, &mut d)?
+                            && key::bytes_eq(&d, out)
+                        {
                             t.clear();
                             t.extend_from_slice(out);
                             push_successor(&mut t);
@@ -553,6 +585,7 @@ impl BooleanIndex {
         }
         self.target = self.start_doc(&row);
         self.row = Some(row);
+        self.fetch_in_row = false;
         Ok(true)
     }
 
@@ -588,22 +621,47 @@ impl BooleanIndex {
             self.fetch = Some(self.src.deep_copy()?);
         }
         let f = self.fetch.as_mut().expect("opened");
-        // Qualifiers `doc` and `doc \0 FIELD`, both below this prefix's successor.
+        // Qualifiers `doc` and `doc \0 FIELD`, all of them from this prefix on.
         prefix_key(&mut self.fetch_seek.start, row, self.doc, &[doc]);
-        self.fetch_seek.end = Some(successor_prefix(&self.fetch_seek.start));
-        f.seek(&self.fetch_seek, &Families::of([self.doc]))?;
+        // Matches come in document order: a cursor still in the row steps over the few
+        // documents between the last match and this one rather than seek.
+        let mut there = false;
+        if self.fetch_in_row {
+            for _ in 0..=FETCH_STEPS_BEFORE_SEEK {
+                if !f.valid() || ge(f.key(), &self.fetch_seek.start) {
+                    there = true;
+                    break;
+                }
+                f.next()?;
+            }
+        }
+        if !there {
+            // To the end of the row's document family, so that the next match can step.
+            let mut end = Vec::with_capacity(row.len() + 1);
+            end.extend_from_slice(row);
+            match self.doc.checked_add(1) {
+                Some(next) => end.push(next),
+                None => {
+                    let n = end.len();
+                    end[n - 1] = 2;
+                }
+            }
+            self.fetch_seek.end = Some(end);
+            f.seek(&self.fetch_seek, &Families::of([self.doc]))?;
+            self.fetch_in_row = true;
+        }
         while f.valid() {
             let k = f.key();
             if self.range.is_past_end(k) {
                 break;
             }
-            if k >= self.range.start.as_slice()
-                && doc_of(
-                    &Walk::Documents,
-                    KeyRef::from_trusted(k)?.escaped_qualifier(),
-                ) == doc
-            {
-                self.out.push_back((k.to_vec(), f.value().to_vec()));
+            let q = KeyRef::from_trusted(k)?.escaped_qualifier();
+            match key::bytes_cmp(doc_of(&Walk::Documents, q), doc) {
+                std::cmp::Ordering::Greater => break,
+                std::cmp::Ordering::Equal if ge(k, &self.range.start) => {
+                    self.out.push_back((k.to_vec(), f.value().to_vec()));
+                }
+                _ => {}
             }
             f.next()?;
         }
@@ -687,6 +745,7 @@ impl KvIter for BooleanIndex {
         self.out.clear();
         self.yielded = None;
         self.row = None;
+        self.fetch_in_row = false;
         self.progressed = false;
         self.active = families.contains(self.doc);
         self.fill()

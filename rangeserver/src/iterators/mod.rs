@@ -164,6 +164,18 @@ pub trait KvIter: Send {
     /// A new cursor over the same snapshot, not positioned (as though `seek` had not been
     /// called), independent of this one.
     fn deep_copy(&self) -> Result<Box<dyn KvIter>>;
+    /// A new cursor over the same snapshot, not positioned, that reads the stored cells of
+    /// `families` without the visibility rules, when that shows exactly the cells (row,
+    /// family, qualifier) this iterator would show for them: every version of each, each with
+    /// its own value, and nothing else. `None` (the default) when it would not, or cannot
+    /// tell: the caller then uses [`KvIter::deep_copy`]. For readers that ask only which cells
+    /// exist, such as a posting list's documents (`boolean_index`), at a fraction of the cost
+    /// per cell. The bottom of a range's stack offers one when its sources hold no delete of
+    /// any kind and the families have no TTL, combiner or qualifier selection.
+    fn raw_copy(&self, families: &Families) -> Result<Option<Box<dyn KvIter>>> {
+        let _ = families;
+        Ok(None)
+    }
     /// After `valid()` turned false: the key to resume from (by seeking a fresh stack from it,
     /// inclusive) when the cursor stopped because its work budget ran out rather than at the
     /// end of its range. `None` at the real end.
@@ -190,6 +202,9 @@ impl<T: KvIter + ?Sized> KvIter for Box<T> {
     }
     fn deep_copy(&self) -> Result<Box<dyn KvIter>> {
         (**self).deep_copy()
+    }
+    fn raw_copy(&self, families: &Families) -> Result<Option<Box<dyn KvIter>>> {
+        (**self).raw_copy(families)
     }
     fn yielded(&self) -> Option<&[u8]> {
         (**self).yielded()
