@@ -283,10 +283,12 @@ fn counting_seeks(
     Ok((t, d))
 }
 
-fn run_iterator(client: &dyn Client, tables: &Tables, q: &str) -> anyhow::Result<(Timed, Docs)> {
+/// One query by the boolean iterator. The searcher is opened once per phase, as an
+/// application holds it (its configuration is one read of the metadata table, which the
+/// client-side method is given too).
+fn run_iterator(s: &Searcher, q: &str) -> anyhow::Result<(Timed, Docs)> {
     let e = wikisearch::parse(q).map_err(|m| anyhow::anyhow!("{q}: {m}"))?;
     let t0 = Instant::now();
-    let s = Searcher::open(client, tables)?;
     let a = s.search(&e)?;
     let t = Timed {
         total_ms: t0.elapsed().as_secs_f64() * 1e3,
@@ -583,9 +585,14 @@ fn during_ingest(
         });
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); SEED_QUERIES.len()];
         let mut failure = None;
-        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        let searcher = Searcher::open(client.as_ref(), tables)
+            .map_err(|e| failure = Some(e))
+            .ok();
+        while let Some(searcher) = &searcher
+            && !done.load(std::sync::atomic::Ordering::Relaxed)
+        {
             for (i, q) in SEED_QUERIES.iter().enumerate() {
-                match run_iterator(client.as_ref(), tables, q) {
+                match run_iterator(searcher, q) {
                     Ok((t, _)) => times[i].push(t.total_ms),
                     Err(e) => failure = Some(e),
                 }
@@ -616,8 +623,9 @@ struct Run<'a> {
 impl Run<'_> {
     /// Every query once by both methods; the answers must agree.
     fn queries(&mut self, client: &dyn Client, cache: Cache) -> anyhow::Result<()> {
+        let searcher = Searcher::open(client, &self.tables)?;
         for q in SEED_QUERIES.iter().chain(&SINGLE_TERMS) {
-            let (ti, di) = counting_seeks(client, || run_iterator(client, &self.tables, q))?;
+            let (ti, di) = counting_seeks(client, || run_iterator(&searcher, q))?;
             let (tc, dc) = counting_seeks(client, || {
                 run_client_side(client, &self.tables, self.partitions, q)
             })?;
