@@ -9,6 +9,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use client::Client;
+use common::CompactionKind;
 use rangeserver::iterators::Registry;
 use support::{TestCluster, wait_for};
 use wikisearch::Tables;
@@ -58,6 +59,27 @@ fn queries_on_three_servers_match_the_oracle_during_splits_and_moves() {
     );
     check_counts(&client, &tables, &o, N, 2).expect("counts");
     check_queries(&client, &tables, &o, 1, 20, false).expect("queries, pre-split");
+
+    // A major compaction of the shard asks each server once, though its ranges alternate
+    // between them: each range's two access groups are written once.
+    let majors = || -> u64 {
+        let st = client.status().expect("status");
+        let (_, v) = st
+            .iter()
+            .find(|(k, _)| k == "major_compactions")
+            .expect("a major compaction count");
+        v.parse().expect("a number")
+    };
+    let before = majors();
+    client
+        .compact(Some(&tables.shard()), CompactionKind::Major)
+        .expect("major compaction");
+    assert_eq!(
+        majors() - before,
+        2 * u64::from(N),
+        "each group compacted once"
+    );
+    check_queries(&client, &tables, &o, 1, 20, false).expect("queries, compacted");
 
     // Split the global index (the planner's lookups) at a few terms, and add a fourth server
     // that the balancer fills with shard ranges, while queries run.

@@ -336,19 +336,23 @@ impl Client for ClusterClient {
                     let id = inner.table_id(t).await?;
                     inner.invalidate(id);
                     let ranges = inner.retrying("locate", || inner.ranges(id)).await?;
-                    let mut locs: Vec<String> = ranges.iter().map(|r| r.location.clone()).collect();
-                    locs.dedup();
-                    (Some(id), locs)
+                    // Each server once: it compacts every range of the table it holds (a
+                    // pre-split table's ranges alternate between servers).
+                    let locs: std::collections::BTreeSet<String> =
+                        ranges.iter().map(|r| r.location.clone()).collect();
+                    (Some(id), locs.into_iter().collect::<Vec<_>>())
                 }
                 None => (None, inner.live_servers().await?),
             };
-            for loc in servers {
-                let server = inner.server(&loc).await?;
+            // The servers compact at once, each its own ranges.
+            futures_util::future::try_join_all(servers.iter().map(|loc| async move {
+                let server = inner.server(loc).await?;
                 server
                     .compact(id, kind)
                     .await
-                    .map_err(|e| server_error(&loc, e))?;
-            }
+                    .map_err(|e| server_error(loc, e))
+            }))
+            .await?;
             Ok(())
         })
     }
