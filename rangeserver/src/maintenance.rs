@@ -708,6 +708,7 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
             cells_written: std::sync::atomic::AtomicU64::new(0),
             cells_read: std::sync::atomic::AtomicU64::new(0),
             seeks: std::sync::atomic::AtomicU64::new(0),
+            engine_seeks: range.engine_seeks.clone(),
         });
     }
     for g in &range.groups {

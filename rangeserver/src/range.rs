@@ -5,7 +5,7 @@
 //! `Arc` of it and never block writers.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use common::key;
 use parking_lot::{Mutex, RwLock};
@@ -107,9 +107,18 @@ pub struct Range {
     /// (a scan's start, each interval of a key set, each seek of an iterator or of its deep
     /// copies), for reports and benchmarks.
     pub seeks: AtomicU64,
+    /// The engine's seek count (every range's, shared): unlike the sum of `seeks`, it keeps
+    /// what ranges counted before they were moved away, split or dropped.
+    pub engine_seeks: Arc<AtomicU64>,
 }
 
 impl Range {
+    /// Counts one seek into the range (and the engine's total).
+    #[inline]
+    pub fn count_seek(&self) {
+        self.seeks.fetch_add(1, Ordering::Relaxed);
+        self.engine_seeks.fetch_add(1, Ordering::Relaxed);
+    }
     /// True if `row` lies in this range.
     pub fn contains(&self, row: &[u8]) -> bool {
         common::row_range::contains(&self.start_row, &self.end_row, row)

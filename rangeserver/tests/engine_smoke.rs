@@ -548,3 +548,41 @@ fn revisions_stay_above_flushed_revision_after_reopen() {
     let e = Engine::open(fs, "/ht", opts(), rt.handle().clone()).unwrap();
     assert_eq!(rows(&e), vec![("a".to_string(), 1, "v0".to_string())]);
 }
+
+/// Seeks are counted per range and in the engine's total; a split starts its halves at zero,
+/// but the total keeps what the parent counted.
+#[test]
+fn seeks_are_counted_and_the_total_survives_a_split() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    e.create_table(schema()).unwrap();
+    let muts: Vec<Mutation> = (0..100)
+        .map(|i| Mutation::insert(format!("row{i:04}"), 1, "", format!("v{i}")))
+        .collect();
+    e.apply(1, &muts).unwrap();
+    let before = e.stats().seeks;
+    // A key set of three rows: a seek per row at least.
+    let spec = ScanSpec {
+        row_intervals: ["row0010", "row0020", "row0030"]
+            .iter()
+            .map(|r| RowInterval {
+                start: Bound::Included(r.as_bytes().to_vec()),
+                end: Bound::Included(r.as_bytes().to_vec()),
+            })
+            .collect(),
+        ..ScanSpec::default()
+    };
+    assert_eq!(e.scan(1, &spec).unwrap().collect_all().unwrap().len(), 3);
+    let after = e.stats().seeks;
+    assert!(after >= before + 3, "{before} -> {after}");
+    let per_range: u64 = e.ranges(1).iter().map(|r| r.seeks).sum();
+    assert_eq!(per_range, after, "one range holds every seek");
+    e.split(1, b"row0050").unwrap();
+    assert!(
+        e.ranges(1).iter().all(|r| r.seeks == 0),
+        "the halves start at zero"
+    );
+    assert_eq!(e.stats().seeks, after, "the total keeps the parent's seeks");
+}

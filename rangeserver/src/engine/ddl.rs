@@ -199,6 +199,7 @@ impl Engine {
                     cells_written: AtomicU64::new(old_r.cells_written.load(Ordering::Relaxed)),
                     cells_read: AtomicU64::new(old_r.cells_read.load(Ordering::Relaxed)),
                     seeks: AtomicU64::new(old_r.seeks.load(Ordering::Relaxed)),
+                    engine_seeks: old_r.engine_seeks.clone(),
                 };
                 ops.push(MetaOp::PutRange(r.record()));
                 rebuilt.push((Arc::new(r), old_r.clone()));

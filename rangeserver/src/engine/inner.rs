@@ -30,6 +30,8 @@ pub(crate) struct Counters {
     splits: AtomicU64,
     replayed: AtomicU64,
     purged: AtomicU64,
+    /// Seeks into every range this engine held (`Range::engine_seeks`).
+    seeks: Arc<AtomicU64>,
 }
 
 impl Counters {
@@ -60,6 +62,11 @@ impl Counters {
 
     pub(crate) fn splits(&self) -> u64 {
         self.splits.load(Ordering::Relaxed)
+    }
+
+    /// Seeks into every range this engine held since open.
+    pub(crate) fn seeks(&self) -> u64 {
+        self.seeks.load(Ordering::Relaxed)
     }
 
     pub(crate) fn set_replayed(&self, cells: u64) {
@@ -483,6 +490,7 @@ impl Inner {
             cells_written: AtomicU64::new(0),
             cells_read: AtomicU64::new(0),
             seeks: AtomicU64::new(0),
+            engine_seeks: self.counters.seeks.clone(),
         })
     }
 }

@@ -424,10 +424,7 @@ impl Engine {
             purged_fragments: c.purged(),
             block_cache_hits: inner.files().block_cache().hits(),
             block_cache_misses: inner.files().block_cache().misses(),
-            seeks: ranges
-                .values()
-                .map(|r| r.seeks.load(Ordering::Relaxed))
-                .sum(),
+            seeks: c.seeks(),
         }
     }
 

@@ -457,7 +457,7 @@ impl KvIter for RangeSource {
     fn seek(&mut self, range: &SeekRange, families: &Families) -> Result<()> {
         self.end.clone_from(&range.end);
         let snap = &self.snap;
-        snap.range.seeks.fetch_add(1, Ordering::Relaxed);
+        snap.range.count_seek();
         self.merge.seek_with(|i, c| {
             // Row deletes live in every group, so a group is read only for the families asked.
             if families.is_all() || snap.groups[i].families.intersects(families) {
@@ -611,7 +611,7 @@ impl RawCells {
 
 impl KvIter for RawCells {
     fn seek(&mut self, range: &SeekRange, families: &Families) -> Result<()> {
-        self.snap.range.seeks.fetch_add(1, Ordering::Relaxed);
+        self.snap.range.count_seek();
         self.end.clone_from(&range.end);
         self.mask = Families::of(
             (1..=255u8).filter(|&f| families.contains(f) && self.families.contains(f)),
