@@ -71,6 +71,13 @@ impl Master {
         plan: &mut Vec<(u32, Option<Vec<u8>>, String)>,
     ) -> Result<()> {
         let started = self.clock.now();
+        if self.servers.get(location).is_some_and(|s| s.live) {
+            // Its ranges may still be served and written there: they are taken only once its
+            // Hyperspace lock is gone (`refresh_servers` notices that and marks it dead).
+            return Err(unavailable(format!(
+                "range server {location} still holds its lock; its recovery waits until it loses it"
+            )));
+        }
         let state = self.dead_state(location).await?;
         let mut items: Vec<(TableSchema, RangeRecord)> = Vec::new();
         for rec in state.ranges.values() {
@@ -86,7 +93,7 @@ impl Master {
             let mut load: BTreeMap<String, usize> = self
                 .servers
                 .iter()
-                .filter(|(_, s)| s.live)
+                .filter(|(l, s)| s.live && *l != location)
                 .map(|(l, s)| (l.clone(), s.ranges.len()))
                 .collect();
             if load.is_empty() {
@@ -108,10 +115,18 @@ impl Master {
         // what it did not goes elsewhere.
         for entry in plan.iter_mut() {
             let target = entry.2.clone();
-            if target.is_empty() || self.servers.get(&target).is_some_and(|s| s.live) {
+            if target.is_empty()
+                || (target != location && self.servers.get(&target).is_some_and(|s| s.live))
+            {
                 continue;
             }
-            let theirs = self.dead_state(&target).await?;
+            // (A plan naming the recovered server itself, as an earlier master could make while
+            // it still counted as live, is made again: its meta log holds the range anyway.)
+            let theirs = if target == location {
+                MetaState::default()
+            } else {
+                self.dead_state(&target).await?
+            };
             if theirs
                 .ranges
                 .values()
@@ -120,7 +135,7 @@ impl Master {
                 entry.2 = String::new();
             } else {
                 entry.2 = self
-                    .least_loaded(None)
+                    .least_loaded(Some(location))
                     .ok_or_else(|| unavailable("no live range server".into()))?;
             }
             changed = true;
@@ -274,13 +289,17 @@ impl Master {
             .on_server(&to, |c| async move { c.adopt_range(&s, &r).await })
             .await?;
         if let Err(e) = adopted {
-            // Adopted before a crash of the master: the range is there already.
+            // Adopted before a crash of the master: the range is there already, with both its
+            // bounds (a range that only ends where this one does is another range).
             let end = end_row.clone();
             let held = self
                 .on_server(&to, |c| async move { c.ranges(table_id).await })
                 .await?
                 .map_err(|e| rs_err(&to, e))?;
-            if !held.iter().any(|r| r.end_row == end) {
+            if !held
+                .iter()
+                .any(|r| r.end_row == end && r.start_row == start_row)
+            {
                 return Err(rs_err(&to, e));
             }
         }
