@@ -93,6 +93,91 @@ impl Default for BloomFilterSpec {
     }
 }
 
+/// Column-family options as HQL set them, each `None` unless written at some level (family,
+/// its access group's column defaults, the table's): what SHOW CREATE TABLE and DESCRIBE
+/// TABLE print. As in Hypertable, an option never set is never printed; the effective values
+/// the engine uses are in [`FamilySpec`]'s own fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnOptionsSet {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_versions: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_secs: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_order: Option<TimeOrder>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counter: Option<bool>,
+}
+
+impl ColumnOptionsSet {
+    /// These options, with `defaults` filling the ones not set here (Hypertable's merge of
+    /// group and table defaults into a family).
+    pub fn or(&self, defaults: &ColumnOptionsSet) -> ColumnOptionsSet {
+        ColumnOptionsSet {
+            max_versions: self.max_versions.or(defaults.max_versions),
+            ttl_secs: self.ttl_secs.or(defaults.ttl_secs),
+            time_order: self.time_order.or(defaults.time_order),
+            counter: self.counter.or(defaults.counter),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+
+    /// What a schema written before options were recorded shows: its non-default values.
+    pub fn from_effective(f: &FamilySpec) -> ColumnOptionsSet {
+        ColumnOptionsSet {
+            max_versions: (f.max_versions > 0).then_some(f.max_versions),
+            ttl_secs: (f.ttl_secs > 0).then_some(f.ttl_secs),
+            time_order: (f.time_order == TimeOrder::Desc).then_some(TimeOrder::Desc),
+            counter: f.counter.then_some(true),
+        }
+    }
+}
+
+/// Access-group options as HQL set them (see [`ColumnOptionsSet`]), with the column defaults
+/// written on the group (or, for a table, after its closing parenthesis).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupOptionsSet {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replication: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocksize: Option<u32>,
+    /// The spec as written, lower-cased (`"zlib --best"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compressor: Option<String>,
+    /// The spec as written, lower-cased (`"rows+cols --false-positive 0.02"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bloom_filter: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_memory: Option<bool>,
+    #[serde(default, skip_serializing_if = "ColumnOptionsSet::is_empty")]
+    pub column_defaults: ColumnOptionsSet,
+}
+
+impl GroupOptionsSet {
+    /// The group options set here, with `defaults` filling the others; the column defaults
+    /// are this group's own (Hypertable does not merge a table's column defaults into a
+    /// group's).
+    pub fn or(&self, defaults: &GroupOptionsSet) -> GroupOptionsSet {
+        GroupOptionsSet {
+            replication: self.replication.or(defaults.replication),
+            blocksize: self.blocksize.or(defaults.blocksize),
+            compressor: self
+                .compressor
+                .clone()
+                .or_else(|| defaults.compressor.clone()),
+            bloom_filter: self
+                .bloom_filter
+                .clone()
+                .or_else(|| defaults.bloom_filter.clone()),
+            in_memory: self.in_memory.or(defaults.in_memory),
+            column_defaults: self.column_defaults.clone(),
+        }
+    }
+}
+
 /// An access group: families stored together in their own files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AccessGroupSpec {
@@ -107,6 +192,14 @@ pub struct AccessGroupSpec {
     pub compressor_requested: Option<String>,
     pub bloom_filter: BloomFilterSpec,
     pub replication: Option<u16>,
+    /// The options HQL set (table defaults merged in), for SHOW CREATE TABLE and DESCRIBE
+    /// TABLE; `None` in schemas written before they were recorded (their effective values
+    /// are shown instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options_set: Option<GroupOptionsSet>,
+    /// The table generation that last created or changed this group (DESCRIBE ... WITH IDS).
+    #[serde(default)]
+    pub generation: u64,
 }
 
 impl AccessGroupSpec {
@@ -120,6 +213,8 @@ impl AccessGroupSpec {
             compressor_requested: None,
             bloom_filter: BloomFilterSpec::default(),
             replication: None,
+            options_set: None,
+            generation: 0,
         }
     }
 }
@@ -154,6 +249,13 @@ pub struct FamilySpec {
     /// the whole table), so partial compactions may combine the family's cells.
     #[serde(default)]
     pub append_only: bool,
+    /// The options HQL set, group and table defaults merged in (see [`ColumnOptionsSet`]);
+    /// `None` in schemas written before they were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options_set: Option<ColumnOptionsSet>,
+    /// The table generation that last created or changed this family (DESCRIBE ... WITH IDS).
+    #[serde(default)]
+    pub generation: u64,
 }
 
 impl FamilySpec {
@@ -172,6 +274,8 @@ impl FamilySpec {
             qualifier_index: false,
             combiner: None,
             append_only: false,
+            options_set: None,
+            generation: 0,
         }
     }
 
@@ -205,6 +309,10 @@ pub struct TableSchema {
     /// A composite row key (HQL `ROW KEY (...)`, an ht extension); `None` for plain rows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_key: Option<crate::row_key::RowKeySpec>,
+    /// The table-wide defaults HQL set after the closing parenthesis: access-group options
+    /// and column options (`None` in schemas written before they were recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults_set: Option<GroupOptionsSet>,
 }
 
 /// Why a schema is not valid.
@@ -276,6 +384,7 @@ impl TableSchema {
             group_commit_interval_ms: 0,
             iterators: Vec::new(),
             row_key: None,
+            defaults_set: None,
         }
     }
 

@@ -200,7 +200,7 @@ impl Executor {
             Statement::CreateTable(c) => schema::create_table(self, c),
             Statement::ShowCreateTable(t) => {
                 let s = self.client.table_schema(&self.resolve(t))?;
-                out.write_all(schema::show_create(&s).as_bytes())?;
+                out.write_all(schema::show_create(&s, t).as_bytes())?;
                 Ok(())
             }
             Statement::DescribeTable { table, with_ids } => {

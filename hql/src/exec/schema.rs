@@ -6,15 +6,14 @@ use std::fmt::Write as _;
 use client::ClientError;
 use common::iterators::{CombinerSpec, IterScope, IteratorSpec};
 use common::schema::{
-    AccessGroupSpec, BloomFilterMode, BloomFilterSpec, Compressor, Durability, FamilySpec,
-    TableSchema, TimeOrder,
+    AccessGroupSpec, BloomFilterMode, BloomFilterSpec, ColumnOptionsSet, Compressor, Durability,
+    FamilySpec, GroupOptionsSet, TableSchema, TimeOrder,
 };
 
 use super::{ExecError, Executor, Result};
 use crate::ast::{
-    AccessGroupDef, AccessGroupOptions, AlterAction, AlterTable, BloomFilterOption, Codec,
-    ColumnOptions, CompressorSpec, CreateTable, CreateTableBody, Definition, FamilyDef,
-    IteratorDef, KindCall, Statement, TableOptions, TimeUnit, Ttl,
+    AccessGroupDef, AccessGroupOptions, AlterAction, AlterTable, Codec, ColumnOptions, CreateTable,
+    CreateTableBody, Definition, FamilyDef, IteratorDef, KindCall, TableOptions,
 };
 use crate::parser::token::is_keyword;
 
@@ -37,37 +36,6 @@ pub(super) fn create_table(ex: &mut Executor, c: &CreateTable) -> Result<()> {
     common::row_range::check_split_rows(&splits)
         .map_err(|e| ExecError::invalid(format!("SPLIT ON: {e}")))?;
     ex.client.create_table_split(&path, schema, &splits)?;
-    Ok(())
-}
-
-/// Sets the column options that are given.
-fn apply_column(f: &mut FamilySpec, o: &ColumnOptions) -> Result<()> {
-    if let Some(n) = o.max_versions {
-        f.max_versions = n;
-    }
-    if let Some(t) = &o.ttl {
-        f.ttl_secs = t.seconds().ok_or_else(|| {
-            ExecError::invalid(format!(
-                "TTL '{}' of column family '{}' is too large",
-                t.amount, f.name
-            ))
-        })?;
-    }
-    if let Some(t) = o.time_order {
-        f.time_order = t;
-    }
-    if let Some(c) = o.counter {
-        f.counter = c;
-    }
-    if let Some(k) = &o.combiner {
-        f.combiner = Some(CombinerSpec {
-            kind: k.kind.clone(),
-            options: k.options.clone(),
-        });
-    }
-    if let Some(b) = o.append_only {
-        f.append_only = b;
-    }
     Ok(())
 }
 
@@ -177,9 +145,82 @@ fn schema_error(path: &str, e: common::schema::SchemaError) -> ExecError {
     ExecError::invalid(format!("table '{path}': {e}"))
 }
 
-/// A schema for CREATE TABLE: ids in order of first mention, defaults resolved per family.
+/// Column options as written, TTL in seconds.
+fn column_set(o: &ColumnOptions, family: &str) -> Result<ColumnOptionsSet> {
+    let ttl_secs = match &o.ttl {
+        Some(t) => Some(t.seconds().ok_or_else(|| {
+            ExecError::invalid(format!(
+                "TTL '{}' of column family '{family}' is too large",
+                t.amount
+            ))
+        })?),
+        None => None,
+    };
+    Ok(ColumnOptionsSet {
+        max_versions: o.max_versions,
+        ttl_secs,
+        time_order: o.time_order,
+        counter: o.counter,
+    })
+}
+
+/// Access group options as written (specs lower-cased, as Hypertable stores them).
+fn group_set(o: &AccessGroupOptions) -> Result<GroupOptionsSet> {
+    Ok(GroupOptionsSet {
+        replication: o.replication,
+        blocksize: o.blocksize,
+        compressor: o.compressor.as_ref().map(|c| c.text.to_lowercase()),
+        bloom_filter: o.bloom_filter.as_ref().map(|b| b.text.to_lowercase()),
+        in_memory: o.in_memory,
+        column_defaults: column_set(&o.column_defaults, "(defaults)")?,
+    })
+}
+
+/// Sets a family's effective options from the options set on it (defaults merged in).
+fn apply_set(f: &mut FamilySpec, set: &ColumnOptionsSet) {
+    f.max_versions = set.max_versions.unwrap_or(0);
+    f.ttl_secs = set.ttl_secs.unwrap_or(0);
+    f.time_order = set.time_order.unwrap_or_default();
+    f.counter = set.counter.unwrap_or(false);
+    f.options_set = Some(set.clone());
+}
+
+/// The ht-only family options (`COMBINER`, `APPEND_ONLY`), where written.
+fn apply_extensions(f: &mut FamilySpec, o: &ColumnOptions) {
+    if let Some(k) = &o.combiner {
+        f.combiner = Some(CombinerSpec {
+            kind: k.kind.clone(),
+            options: k.options.clone(),
+        });
+    }
+    if let Some(b) = o.append_only {
+        f.append_only = b;
+    }
+}
+
+/// The table-wide defaults of a schema (none recorded in older schemas).
+fn table_set(s: &TableSchema) -> GroupOptionsSet {
+    s.defaults_set.clone().unwrap_or_default()
+}
+
+/// A group's own column defaults (none recorded in older schemas).
+fn group_column_defaults(s: &TableSchema, group: &str) -> ColumnOptionsSet {
+    s.access_groups
+        .iter()
+        .find(|g| g.name == group)
+        .and_then(|g| g.options_set.as_ref())
+        .map(|o| o.column_defaults.clone())
+        .unwrap_or_default()
+}
+
+/// A schema for CREATE TABLE, laid out as Hypertable lays it out: access groups in the order
+/// of their clauses, `default` (when a family has no group) after them; each group's families
+/// in order of first mention anywhere in the statement; family ids assigned group by group.
+/// Group and table defaults are merged into each family (and table group defaults into each
+/// group), and what was set is recorded for SHOW CREATE TABLE and DESCRIBE TABLE.
 fn build(path: &str, defs: &[Definition], opts: &TableOptions) -> Result<TableSchema> {
     let table_defaults = &opts.group_defaults;
+    let table_set = group_set(table_defaults)?;
     // Families in order of first mention, with their definition (if written) and group.
     let mut fams: Vec<(String, Option<&FamilyDef>, Option<&AccessGroupDef>)> = Vec::new();
     for d in defs {
@@ -187,7 +228,7 @@ fn build(path: &str, defs: &[Definition], opts: &TableOptions) -> Result<TableSc
             Definition::Family(fd) => match fams.iter_mut().find(|f| f.0 == fd.name) {
                 Some(f) if f.1.is_some() => {
                     return Err(ExecError::invalid(format!(
-                        "column family '{}' is defined twice in table '{path}'",
+                        "Column family '{}' multiply defined",
                         fd.name
                     )));
                 }
@@ -199,9 +240,9 @@ fn build(path: &str, defs: &[Definition], opts: &TableOptions) -> Result<TableSc
                     match fams.iter_mut().find(|f| f.0 == *name) {
                         Some((_, _, Some(other))) => {
                             return Err(ExecError::invalid(format!(
-                                "column family '{name}' is in access groups '{}' and '{}' \
-                                 of table '{path}'",
-                                other.name, g.name
+                                "Attempt to add column '{name}' to access group '{}' when it \
+                                 already belongs to access group '{}'",
+                                g.name, other.name
                             )));
                         }
                         Some(f) => f.2 = Some(g),
@@ -209,51 +250,88 @@ fn build(path: &str, defs: &[Definition], opts: &TableOptions) -> Result<TableSc
                     }
                 }
             }
-            Definition::Index(_)
-            | Definition::QualifierIndex(_)
-            | Definition::Iterator(_)
-            | Definition::RowKey(_) => {}
+            Definition::Index(name) | Definition::QualifierIndex(name) => {
+                if !fams.iter().any(|f| f.0 == *name) {
+                    fams.push((name.clone(), None, None));
+                }
+            }
+            Definition::Iterator(_) | Definition::RowKey(_) => {}
         }
     }
-    if fams.len() > MAX_FAMILY_ID as usize {
+    let defined = |name: &str| {
+        defs.iter().any(|d| match d {
+            Definition::Family(fd) => fd.name == name,
+            Definition::AccessGroup(g) => g.families.iter().any(|f| f == name),
+            _ => false,
+        })
+    };
+    if let Some(f) = fams.iter().find(|f| !defined(&f.0)) {
         return Err(ExecError::invalid(format!(
-            "table '{path}' has {} column families; at most {MAX_FAMILY_ID} are allowed",
-            fams.len()
+            "Reference to undefined column '{}'",
+            f.0
         )));
+    }
+    if fams.len() > MAX_FAMILY_ID as usize {
+        return Err(too_many_families());
+    }
+    let mut groups: Vec<(&str, Option<&AccessGroupDef>)> = Vec::new();
+    for d in defs {
+        if let Definition::AccessGroup(gd) = d {
+            if groups.iter().any(|(n, _)| *n == gd.name) {
+                return Err(ExecError::invalid(format!(
+                    "Multiple definitions for access group '{}'",
+                    gd.name
+                )));
+            }
+            groups.push((gd.name.as_str(), Some(gd)));
+        }
+    }
+    if fams.iter().any(|f| f.2.is_none()) && !groups.iter().any(|(n, _)| *n == "default") {
+        groups.push(("default", None));
     }
     let mut schema = TableSchema::new(0, path);
     schema.access_groups.clear();
-    let needs_default = fams.iter().any(|f| f.2.is_none());
-    let explicit_default = defs
-        .iter()
-        .any(|d| matches!(d, Definition::AccessGroup(g) if g.name == "default"));
-    if needs_default && !explicit_default {
-        let mut g = AccessGroupSpec::new("default");
+    schema.defaults_set = Some(table_set.clone());
+    let generation = schema.generation;
+    let mut next_id: u8 = 1;
+    for (name, gd) in &groups {
+        let mut g = AccessGroupSpec::new(*name);
         apply_group(&mut g, table_defaults);
+        let own = match gd {
+            Some(gd) => {
+                apply_group(&mut g, &gd.options);
+                group_set(&gd.options)?
+            }
+            None => GroupOptionsSet::default(),
+        };
+        g.options_set = Some(own.or(&table_set));
+        g.generation = generation;
+        for (fname, fd, _) in fams
+            .iter()
+            .filter(|f| f.2.map_or("default", |g| g.name.as_str()) == *name)
+        {
+            let written = match fd {
+                Some(fd) => column_set(&fd.options, fname)?,
+                None => ColumnOptionsSet::default(),
+            };
+            let mut f = FamilySpec::new(next_id, fname.clone(), *name);
+            apply_set(
+                &mut f,
+                &written
+                    .or(&own.column_defaults)
+                    .or(&table_set.column_defaults),
+            );
+            if let Some(fd) = fd {
+                apply_extensions(&mut f, &fd.options);
+            }
+            f.generation = generation;
+            schema.families.push(f);
+            next_id = next_id.wrapping_add(1);
+        }
         schema.access_groups.push(g);
     }
     for d in defs {
-        if let Definition::AccessGroup(gd) = d {
-            let mut g = AccessGroupSpec::new(gd.name.clone());
-            apply_group(&mut g, table_defaults);
-            apply_group(&mut g, &gd.options);
-            schema.access_groups.push(g);
-        }
-    }
-    for (n, (name, fd, gd)) in fams.iter().enumerate() {
-        let group = gd.map_or("default", |g| g.name.as_str());
-        let mut f = FamilySpec::new((n + 1) as u8, name.clone(), group);
-        apply_column(&mut f, &table_defaults.column_defaults)?;
-        if let Some(g) = gd {
-            apply_column(&mut f, &g.options.column_defaults)?;
-        }
-        if let Some(fd) = fd {
-            apply_column(&mut f, &fd.options)?;
-        }
-        schema.families.push(f);
-    }
-    for d in defs {
-        set_index(&mut schema, path, d, true)?;
+        set_index(&mut schema, true, d, true)?;
     }
     add_iterators(&mut schema, path, &iterator_defs(defs))?;
     for d in defs {
@@ -282,39 +360,69 @@ fn build(path: &str, defs: &[Definition], opts: &TableOptions) -> Result<TableSc
     Ok(schema)
 }
 
-/// Applies `INDEX f` / `QUALIFIER INDEX f` (other definitions are ignored).
-fn set_index(schema: &mut TableSchema, path: &str, d: &Definition, on: bool) -> Result<()> {
+fn too_many_families() -> ExecError {
+    ExecError::invalid(format!(
+        "Attempt to add > {MAX_FAMILY_ID} column families to table"
+    ))
+}
+
+/// Applies `INDEX f` / `QUALIFIER INDEX f` (other definitions are ignored); an index given
+/// twice is an error, as in Hypertable.
+fn set_index(schema: &mut TableSchema, creating: bool, d: &Definition, on: bool) -> Result<()> {
     let (name, qualifier) = match d {
         Definition::Index(n) => (n, false),
         Definition::QualifierIndex(n) => (n, true),
         _ => return Ok(()),
     };
-    let f = live_family_mut(schema, path, name)?;
-    if qualifier {
-        f.qualifier_index = on;
+    let generation = schema.generation;
+    let f = schema
+        .families
+        .iter_mut()
+        .find(|f| !f.deleted && f.name == *name)
+        .ok_or_else(|| {
+            ExecError::invalid(if on {
+                format!("Reference to undefined column '{name}'")
+            } else {
+                format!("Attempt to drop index from column '{name}' which does not exist")
+            })
+        })?;
+    let flag = if qualifier {
+        &mut f.qualifier_index
     } else {
-        f.value_index = on;
+        &mut f.value_index
+    };
+    if on && *flag {
+        return Err(ExecError::invalid(format!(
+            "{} for column family '{name}' {}",
+            if qualifier {
+                "Qualifier index"
+            } else {
+                "Index"
+            },
+            // Hypertable's words: "multiply defined" in CREATE TABLE, "already defined" in
+            // ALTER TABLE.
+            if creating {
+                "multiply defined"
+            } else {
+                "already defined"
+            }
+        )));
+    }
+    if *flag != on {
+        *flag = on;
+        f.generation = generation;
     }
     Ok(())
 }
 
-fn live_family_mut<'a>(
-    schema: &'a mut TableSchema,
-    path: &str,
-    name: &str,
-) -> Result<&'a mut FamilySpec> {
+fn live_family_mut<'a>(schema: &'a mut TableSchema, name: &str) -> Option<&'a mut FamilySpec> {
     schema
         .families
         .iter_mut()
         .find(|f| !f.deleted && f.name == name)
-        .ok_or_else(|| {
-            ExecError::invalid(format!(
-                "column family '{name}' does not exist in table '{path}'"
-            ))
-        })
 }
 
-fn next_family_id(schema: &TableSchema, path: &str, name: &str) -> Result<u8> {
+fn next_family_id(schema: &TableSchema) -> Result<u8> {
     let next = schema
         .families
         .iter()
@@ -325,12 +433,7 @@ fn next_family_id(schema: &TableSchema, path: &str, name: &str) -> Result<u8> {
     u8::try_from(next)
         .ok()
         .filter(|&id| u32::from(id) <= MAX_FAMILY_ID)
-        .ok_or_else(|| {
-            ExecError::invalid(format!(
-                "cannot add column family '{name}' to table '{path}': all {MAX_FAMILY_ID} \
-                 family ids have been used"
-            ))
-        })
+        .ok_or_else(too_many_families)
 }
 
 fn row_key_fixed(path: &str) -> ExecError {
@@ -340,126 +443,279 @@ fn row_key_fixed(path: &str) -> ExecError {
     ))
 }
 
-fn add_family(schema: &mut TableSchema, path: &str, fd: &FamilyDef, group: &str) -> Result<()> {
-    if schema.family(&fd.name).is_some() {
+/// Adds a new family at the end of its access group (`default`, created at the end when
+/// missing, unless `group` names another), with the group's and the table's column defaults
+/// merged in.
+fn add_family(s: &mut TableSchema, fd: &FamilyDef, group: &str) -> Result<()> {
+    if s.family(&fd.name).is_some() {
         return Err(ExecError::invalid(format!(
-            "column family '{}' already exists in table '{path}'",
+            "Attempt to add column '{}' which already exists",
             fd.name
         )));
     }
-    let id = next_family_id(schema, path, &fd.name)?;
-    if !schema.access_groups.iter().any(|g| g.name == group) {
-        schema.access_groups.push(AccessGroupSpec::new(group));
+    let id = next_family_id(s)?;
+    if !s.access_groups.iter().any(|g| g.name == group) {
+        let mut g = AccessGroupSpec::new(group);
+        let defaults = table_set(s);
+        apply_group_set(&mut g, &defaults);
+        g.options_set = Some(GroupOptionsSet::default().or(&defaults));
+        g.generation = s.generation;
+        s.access_groups.push(g);
     }
+    let set = column_set(&fd.options, &fd.name)?
+        .or(&group_column_defaults(s, group))
+        .or(&table_set(s).column_defaults);
     let mut f = FamilySpec::new(id, fd.name.clone(), group);
-    apply_column(&mut f, &fd.options)?;
-    schema.families.push(f);
+    apply_set(&mut f, &set);
+    apply_extensions(&mut f, &fd.options);
+    f.generation = s.generation;
+    s.families.push(f);
     Ok(())
 }
 
+/// Effective group options from recorded ones (for a group ALTER creates: `default` with the
+/// table's group defaults).
+fn apply_group_set(g: &mut AccessGroupSpec, set: &GroupOptionsSet) {
+    if let Some(b) = set.in_memory {
+        g.in_memory = b;
+    }
+    if let Some(n) = set.blocksize {
+        g.blocksize_bytes = n;
+    }
+    if let Some(n) = set.replication {
+        g.replication = Some(n);
+    }
+}
+
+/// MODIFY of a family: it starts afresh (its id, group and index flags kept, every option
+/// not restated dropped, group and table defaults merged in again); TIME_ORDER and COUNTER
+/// may not change. The ht options COMBINER and APPEND_ONLY stay unless restated.
+fn modify_family(s: &mut TableSchema, fd: &FamilyDef) -> Result<()> {
+    let Some(group) = s.family(&fd.name).map(|f| f.access_group.clone()) else {
+        return Err(ExecError::invalid(format!(
+            "Attempt to modify column '{}' which does not exist",
+            fd.name
+        )));
+    };
+    let set = column_set(&fd.options, &fd.name)?
+        .or(&group_column_defaults(s, &group))
+        .or(&table_set(s).column_defaults);
+    let generation = s.generation;
+    let f = live_family_mut(s, &fd.name).expect("checked above");
+    if set.time_order.unwrap_or_default() != f.time_order {
+        return Err(ExecError::invalid(format!(
+            "Modificaton of TIME ORDER option for column '{}' is not allowed.",
+            fd.name
+        )));
+    }
+    if set.counter.unwrap_or(false) != f.counter {
+        return Err(ExecError::invalid(format!(
+            "Modificaton of COUNTER option for column '{}' is not allowed.",
+            fd.name
+        )));
+    }
+    apply_set(f, &set);
+    apply_extensions(f, &fd.options);
+    f.generation = generation;
+    Ok(())
+}
+
+/// MODIFY of an access group: it starts afresh (table defaults merged in again) and moves to
+/// the end; it must list every live member, and only BLOCKSIZE and column defaults may be
+/// given. Members take the new column defaults for options they do not set.
+fn modify_group(s: &mut TableSchema, gd: &AccessGroupDef) -> Result<()> {
+    let Some(at) = s.access_groups.iter().position(|g| g.name == gd.name) else {
+        return Err(ExecError::invalid(format!(
+            "Attempt to modify access group '{}' which does not exist",
+            gd.name
+        )));
+    };
+    let o = &gd.options;
+    for (given, what) in [
+        (o.in_memory.is_some(), "IN_MEMORY"),
+        (o.compressor.is_some(), "COMPRESSOR"),
+        (o.bloom_filter.is_some(), "BLOOMFILTER"),
+        (o.replication.is_some(), "REPLICATION"),
+    ] {
+        if given {
+            return Err(ExecError::invalid(format!(
+                "Modification of {what} attribute for access group '{}' is not supported",
+                gd.name
+            )));
+        }
+    }
+    for (i, name) in gd.families.iter().enumerate() {
+        if gd.families[..i].contains(name) {
+            return Err(ExecError::invalid(format!(
+                "Bad modify command - attempt to add column '{name}' to access group '{}' twice",
+                gd.name
+            )));
+        }
+        match s.family(name) {
+            None => {
+                return Err(ExecError::invalid(format!(
+                    "Attempt to modify column '{name}' which does not exist"
+                )));
+            }
+            Some(f) if f.access_group != gd.name => {
+                return Err(ExecError::invalid(format!(
+                    "Bad modify command - moving column '{name}' from access group '{}' to \
+                     '{}' is not supported",
+                    f.access_group, gd.name
+                )));
+            }
+            Some(_) => {}
+        }
+    }
+    if let Some(f) = s
+        .families
+        .iter()
+        .find(|f| !f.deleted && f.access_group == gd.name && !gd.families.contains(&f.name))
+    {
+        return Err(ExecError::invalid(format!(
+            "Missing column '{}' from modified access group '{}'",
+            f.name, gd.name
+        )));
+    }
+    let defaults = table_set(s);
+    let own = group_set(o)?;
+    let mut g = s.access_groups.remove(at);
+    g.blocksize_bytes = own
+        .blocksize
+        .or(defaults.blocksize)
+        .unwrap_or(AccessGroupSpec::new("").blocksize_bytes);
+    g.options_set = Some(own.or(&defaults));
+    g.generation = s.generation;
+    s.access_groups.push(g);
+    let generation = s.generation;
+    for f in s
+        .families
+        .iter_mut()
+        .filter(|f| !f.deleted && f.access_group == gd.name)
+    {
+        let set = f
+            .options_set
+            .clone()
+            .unwrap_or_else(|| ColumnOptionsSet::from_effective(f))
+            .or(&own.column_defaults);
+        if set != f.options_set.clone().unwrap_or_default() {
+            apply_set(f, &set);
+            f.generation = generation;
+        }
+    }
+    Ok(())
+}
+
+/// ADD of an access group with its (new) families.
+fn add_group(s: &mut TableSchema, gd: &AccessGroupDef, defs: &[Definition]) -> Result<()> {
+    if s.access_groups.iter().any(|g| g.name == gd.name) {
+        return Err(ExecError::invalid(format!(
+            "Attempt to add access group '{}' which already exists",
+            gd.name
+        )));
+    }
+    let defaults = table_set(s);
+    let mut g = AccessGroupSpec::new(gd.name.clone());
+    apply_group_set(&mut g, &defaults);
+    apply_group(&mut g, &gd.options);
+    g.options_set = Some(group_set(&gd.options)?.or(&defaults));
+    g.generation = s.generation;
+    s.access_groups.push(g);
+    for name in &gd.families {
+        let written = defs.iter().find_map(|d| match d {
+            Definition::Family(fd) if fd.name == *name => Some(fd.clone()),
+            _ => None,
+        });
+        let fd = written.unwrap_or_else(|| FamilyDef {
+            name: name.clone(),
+            options: ColumnOptions::default(),
+        });
+        add_family(s, &fd, &gd.name)?;
+    }
+    Ok(())
+}
+
+/// ALTER TABLE as Hypertable runs it: DROP, RENAME, DROP INDEX and INDEX on an existing
+/// family take effect at once, clause by clause (so a later clause may reuse a freed name);
+/// ADD and MODIFY are applied at the end, in the order written.
 pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
     let path = ex.resolve(&a.table);
     let mut s = ex.client.table_schema(&path)?;
+    let old = s.clone();
+    // The generation the server gives the altered schema: what changes is marked with it.
+    s.generation += 1;
+    let mut later: Vec<(bool, &[Definition])> = Vec::new();
     for action in &a.actions {
         match action {
-            AlterAction::Add(defs) => {
-                add_iterators(&mut s, &path, &iterator_defs(defs))?;
+            AlterAction::Add(defs) | AlterAction::Modify(defs) => {
+                let modify = matches!(action, AlterAction::Modify(_));
                 for d in defs {
                     match d {
-                        Definition::Family(fd) => add_family(&mut s, &path, fd, "default")?,
-                        Definition::AccessGroup(gd) => {
-                            if s.access_groups.iter().any(|g| g.name == gd.name) {
-                                return Err(ExecError::invalid(format!(
-                                    "access group '{}' already exists in table '{path}'",
-                                    gd.name
-                                )));
-                            }
-                            let mut g = AccessGroupSpec::new(gd.name.clone());
-                            apply_group(&mut g, &gd.options);
-                            s.access_groups.push(g);
-                            for name in &gd.families {
-                                let fd = FamilyDef {
-                                    name: name.clone(),
-                                    options: gd.options.column_defaults.clone(),
-                                };
-                                add_family(&mut s, &path, &fd, &gd.name)?;
-                            }
+                        Definition::Index(n) | Definition::QualifierIndex(n)
+                            if s.family(n).is_some() =>
+                        {
+                            set_index(&mut s, false, d, true)?;
                         }
-                        Definition::Index(_) | Definition::QualifierIndex(_) => {
-                            set_index(&mut s, &path, d, true)?;
-                        }
-                        Definition::Iterator(_) => {}
                         Definition::RowKey(_) => return Err(row_key_fixed(&path)),
-                    }
-                }
-            }
-            AlterAction::Modify(defs) => {
-                for d in defs {
-                    match d {
-                        Definition::Family(fd) => {
-                            apply_column(live_family_mut(&mut s, &path, &fd.name)?, &fd.options)?;
-                        }
-                        Definition::AccessGroup(gd) => {
-                            let g = s
-                                .access_groups
-                                .iter_mut()
-                                .find(|g| g.name == gd.name)
-                                .ok_or_else(|| {
-                                    ExecError::invalid(format!(
-                                        "access group '{}' does not exist in table '{path}'",
-                                        gd.name
-                                    ))
-                                })?;
-                            apply_group(g, &gd.options);
-                            for name in &gd.families {
-                                let f = live_family_mut(&mut s, &path, name)?;
-                                if f.access_group != gd.name {
-                                    return Err(ExecError::invalid(format!(
-                                        "column family '{name}' is in access group '{}', not \
-                                         '{}', of table '{path}'",
-                                        f.access_group, gd.name
-                                    )));
-                                }
-                                apply_column(f, &gd.options.column_defaults)?;
-                            }
-                        }
-                        Definition::Index(_) | Definition::QualifierIndex(_) => {
-                            set_index(&mut s, &path, d, true)?;
-                        }
-                        Definition::Iterator(i) => {
+                        Definition::Iterator(i) if modify => {
                             return Err(ExecError::invalid(format!(
                                 "ALTER TABLE MODIFY cannot change iterator '{}' of table \
                                  '{path}': DROP ITERATOR it and ADD it again",
                                 i.name
                             )));
                         }
-                        Definition::RowKey(_) => return Err(row_key_fixed(&path)),
+                        _ => {}
                     }
                 }
+                later.push((modify, defs));
             }
             AlterAction::Drop(names) => {
                 for n in names {
-                    live_family_mut(&mut s, &path, n)?.deleted = true;
+                    let generation = s.generation;
+                    match live_family_mut(&mut s, n) {
+                        Some(f) => {
+                            f.deleted = true;
+                            f.generation = generation;
+                        }
+                        None => {
+                            let dropped = s.families.iter().any(|f| f.deleted && f.name == *n);
+                            return Err(ExecError::invalid(format!(
+                                "Attempt to drop column '{n}' which {}",
+                                if dropped {
+                                    "is already dropped"
+                                } else {
+                                    "does not exist"
+                                }
+                            )));
+                        }
+                    }
                 }
             }
             AlterAction::DropIndex(names) => {
                 for n in names {
-                    set_index(&mut s, &path, &Definition::Index(n.clone()), false)?;
+                    set_index(&mut s, false, &Definition::Index(n.clone()), false)?;
                 }
             }
             AlterAction::DropQualifierIndex(names) => {
                 for n in names {
-                    set_index(&mut s, &path, &Definition::QualifierIndex(n.clone()), false)?;
+                    set_index(&mut s, false, &Definition::QualifierIndex(n.clone()), false)?;
                 }
             }
             AlterAction::RenameColumnFamily { from, to } => {
-                if s.family(to).is_some() {
+                if s.family(from).is_none() {
                     return Err(ExecError::invalid(format!(
-                        "cannot rename column family '{from}' to '{to}': '{to}' already \
-                         exists in table '{path}'"
+                        "Attempt to rename column family '{from}' which does not exist"
                     )));
                 }
-                live_family_mut(&mut s, &path, from)?.name = to.clone();
+                if s.family(to).is_some() {
+                    return Err(ExecError::invalid(format!(
+                        "Attempt to rename column '{from}' to '{to}', which already exists"
+                    )));
+                }
+                let generation = s.generation;
+                let f = live_family_mut(&mut s, from).expect("checked above");
+                f.name = to.clone();
+                f.generation = generation;
             }
             AlterAction::DropIterator(name) => {
                 let Some(at) = s.iterators.iter().position(|i| i.name == *name) else {
@@ -471,6 +727,59 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
             }
         }
     }
+    let mut modified_groups: Vec<&str> = Vec::new();
+    for (modify, defs) in later {
+        if modify {
+            for d in defs {
+                match d {
+                    Definition::Family(fd) => modify_family(&mut s, fd)?,
+                    Definition::AccessGroup(gd) => {
+                        if modified_groups.contains(&gd.name.as_str()) {
+                            return Err(ExecError::invalid(format!(
+                                "Attempt to modify access group '{}' twice in the same command",
+                                gd.name
+                            )));
+                        }
+                        modified_groups.push(&gd.name);
+                        modify_group(&mut s, gd)?;
+                    }
+                    Definition::Index(_) | Definition::QualifierIndex(_) => {
+                        set_index(&mut s, false, d, true)?;
+                    }
+                    Definition::Iterator(_) | Definition::RowKey(_) => {}
+                }
+            }
+        } else {
+            let in_group = |name: &str| {
+                defs.iter().any(|d| {
+                    matches!(d, Definition::AccessGroup(g) if g.families.iter().any(|f| f == name))
+                })
+            };
+            for d in defs {
+                match d {
+                    Definition::Family(fd) if !in_group(&fd.name) => {
+                        add_family(&mut s, fd, "default")?;
+                    }
+                    Definition::AccessGroup(gd) => add_group(&mut s, gd, defs)?,
+                    _ => {}
+                }
+            }
+            for d in defs {
+                if let Definition::Index(n) | Definition::QualifierIndex(n) = d {
+                    let already = old.family(n).is_some_and(|f| !f.deleted)
+                        && s.family(n).map(|f| f.id) == old.family(n).map(|f| f.id);
+                    if !already {
+                        set_index(&mut s, false, d, true)?;
+                    }
+                }
+            }
+            add_iterators(&mut s, &path, &iterator_defs(defs))?;
+        }
+    }
+    s.generation = old.generation;
+    if s == old {
+        return Ok(());
+    }
     s.validate().map_err(|e| schema_error(&path, e))?;
     match ex.client.alter_table(&path, s) {
         Err(ClientError::InvalidInput(m)) => Err(ExecError::invalid(format!(
@@ -480,35 +789,6 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
             r?;
             Ok(())
         }
-    }
-}
-
-/// The largest unit that divides `secs` evenly.
-fn ttl_of(secs: u64) -> Ttl {
-    let unit = [
-        TimeUnit::Months,
-        TimeUnit::Weeks,
-        TimeUnit::Days,
-        TimeUnit::Hours,
-        TimeUnit::Minutes,
-    ]
-    .into_iter()
-    .find(|u| secs.is_multiple_of(u.seconds()))
-    .unwrap_or(TimeUnit::Seconds);
-    Ttl {
-        amount: (secs / unit.seconds()).to_string(),
-        unit: Some(unit),
-    }
-}
-
-fn column_options(f: &FamilySpec) -> ColumnOptions {
-    ColumnOptions {
-        max_versions: (f.max_versions > 0).then_some(f.max_versions),
-        ttl: (f.ttl_secs > 0).then(|| ttl_of(f.ttl_secs)),
-        time_order: (f.time_order == TimeOrder::Desc).then_some(TimeOrder::Desc),
-        counter: f.counter.then_some(true),
-        combiner: f.combiner.as_ref().map(kind_call),
-        append_only: f.append_only.then_some(true),
     }
 }
 
@@ -550,102 +830,159 @@ fn bloom_text(b: &BloomFilterSpec) -> String {
     t
 }
 
-fn group_options(g: &AccessGroupSpec) -> AccessGroupOptions {
+/// The options a family shows: those set (older schemas: its non-default values).
+fn family_shown(f: &FamilySpec) -> ColumnOptionsSet {
+    f.options_set
+        .clone()
+        .unwrap_or_else(|| ColumnOptionsSet::from_effective(f))
+}
+
+/// The options a group shows: those set (older schemas: its non-default values).
+fn group_shown(g: &AccessGroupSpec) -> GroupOptionsSet {
+    if let Some(o) = &g.options_set {
+        return o.clone();
+    }
     let d = AccessGroupSpec::new("");
-    let compressor = match (&g.compressor_requested, g.compressor) {
-        (Some(text), _) => Some(CompressorSpec {
-            text: text.clone(),
-            codec: Codec::Lz4,
-        }),
-        (None, Compressor::None) => Some(CompressorSpec {
-            text: "none".into(),
-            codec: Codec::None,
-        }),
-        (None, Compressor::Lz4) => None,
-    };
-    AccessGroupOptions {
-        in_memory: g.in_memory.then_some(true),
-        blocksize: (g.blocksize_bytes != d.blocksize_bytes).then_some(g.blocksize_bytes),
+    GroupOptionsSet {
         replication: g.replication,
-        compressor,
-        bloom_filter: (g.bloom_filter != d.bloom_filter).then(|| BloomFilterOption {
-            text: bloom_text(&g.bloom_filter),
-            mode: g.bloom_filter.mode,
-            false_positive: None,
-            bits_per_item: None,
-            num_hashes: None,
-            max_approx_items: None,
-        }),
-        column_defaults: ColumnOptions::default(),
+        blocksize: (g.blocksize_bytes != d.blocksize_bytes).then_some(g.blocksize_bytes),
+        compressor: match (&g.compressor_requested, g.compressor) {
+            (Some(text), _) => Some(text.to_lowercase()),
+            (None, Compressor::None) => Some("none".into()),
+            (None, Compressor::Lz4) => None,
+        },
+        bloom_filter: (g.bloom_filter != d.bloom_filter).then(|| bloom_text(&g.bloom_filter)),
+        in_memory: g.in_memory.then_some(true),
+        column_defaults: ColumnOptionsSet::default(),
     }
 }
 
-/// SHOW CREATE TABLE: a statement that recreates the table, every family's effective options
-/// written out; a `#` line before it names compressors ht replaced by its own.
-pub(super) fn show_create(s: &TableSchema) -> String {
-    let name = s.name.rsplit('/').next().unwrap_or(&s.name).to_string();
-    let live: Vec<&FamilySpec> = s.families.iter().filter(|f| !f.deleted).collect();
-    let mut defs: Vec<Definition> = live
-        .iter()
-        .map(|f| {
-            Definition::Family(FamilyDef {
-                name: f.name.clone(),
-                options: column_options(f),
-            })
-        })
-        .collect();
-    for f in &live {
-        if f.value_index {
-            defs.push(Definition::Index(f.name.clone()));
-        }
-        if f.qualifier_index {
-            defs.push(Definition::QualifierIndex(f.name.clone()));
-        }
+/// Hypertable's quoting of names in SHOW CREATE TABLE: bare when the name starts with a
+/// letter and holds only letters and digits, else in single quotes with nothing escaped.
+fn ht_name(s: &str) -> String {
+    if s.starts_with(|c: char| c.is_ascii_alphabetic())
+        && s.chars().all(|c| c.is_ascii_alphanumeric())
+    {
+        s.to_string()
+    } else {
+        format!("'{s}'")
     }
-    let mut out = String::new();
+}
+
+/// The name a family shows: a dropped one is `!id`, as Hypertable renames it.
+fn shown_name(f: &FamilySpec) -> String {
+    if f.deleted {
+        format!("!{}", f.id)
+    } else {
+        f.name.clone()
+    }
+}
+
+/// Column options in SHOW CREATE TABLE's order, each after a space.
+fn column_options_text(c: &ColumnOptionsSet) -> String {
+    let mut o = String::new();
+    if let Some(n) = c.max_versions {
+        let _ = write!(o, " MAX_VERSIONS {n}");
+    }
+    if let Some(n) = c.ttl_secs {
+        let _ = write!(o, " TTL {n}");
+    }
+    if let Some(t) = c.time_order {
+        o.push_str(match t {
+            TimeOrder::Asc => " TIME_ORDER asc",
+            TimeOrder::Desc => " TIME_ORDER desc",
+        });
+    }
+    if let Some(b) = c.counter {
+        let _ = write!(o, " COUNTER {b}");
+    }
+    o
+}
+
+/// Access group options (its column defaults last) in SHOW CREATE TABLE's order.
+fn group_options_text(g: &GroupOptionsSet) -> String {
+    let mut o = String::new();
+    if let Some(n) = g.replication {
+        let _ = write!(o, " REPLICATION {n}");
+    }
+    if let Some(n) = g.blocksize {
+        let _ = write!(o, " BLOCKSIZE {n}");
+    }
+    if let Some(c) = &g.compressor {
+        let _ = write!(o, " COMPRESSOR \"{c}\"");
+    }
+    if let Some(b) = &g.bloom_filter {
+        let _ = write!(o, " BLOOMFILTER \"{b}\"");
+    }
+    if let Some(b) = g.in_memory {
+        let _ = write!(o, " IN_MEMORY {b}");
+    }
+    o.push_str(&column_options_text(&g.column_defaults));
+    o
+}
+
+/// SHOW CREATE TABLE as Hypertable prints it (`name` as written in the statement): one line
+/// per live family (its options, then `, INDEX f` and `, QUALIFIER INDEX f`), group by group;
+/// one line per access group; the table's options after the closing parenthesis; a blank line
+/// after. ht's own additions follow Hypertable's text where they occur: `COMBINER` and
+/// `APPEND_ONLY` after a family's options, ITERATOR and ROW KEY lines after the groups,
+/// `DURABILITY` last.
+pub(super) fn show_create(s: &TableSchema, name: &str) -> String {
+    let mut lines: Vec<String> = Vec::new();
     for g in &s.access_groups {
-        if let Some(req) = &g.compressor_requested {
-            let _ = writeln!(
-                out,
-                "# access group '{}': COMPRESSOR \"{req}\" is not implemented by ht; its \
-                 blocks are compressed with lz4",
-                g.name
-            );
-        }
-        defs.push(Definition::AccessGroup(AccessGroupDef {
-            name: g.name.clone(),
-            families: live
-                .iter()
-                .filter(|f| f.access_group == g.name)
-                .map(|f| f.name.clone())
-                .collect(),
-            options: group_options(g),
-        }));
-    }
-    defs.extend(
-        s.iterators
+        for f in s
+            .families
             .iter()
-            .map(|i| Definition::Iterator(iterator_def(i))),
-    );
-    if let Some(k) = &s.row_key {
-        defs.push(Definition::RowKey(k.clone()));
+            .filter(|f| !f.deleted && f.access_group == g.name)
+        {
+            let mut l = format!(
+                "  {}{}",
+                ht_name(&f.name),
+                column_options_text(&family_shown(f))
+            );
+            if let Some(c) = &f.combiner {
+                let _ = write!(l, " COMBINER {}", kind_call(c));
+            }
+            if f.append_only {
+                l.push_str(" APPEND_ONLY");
+            }
+            if f.value_index {
+                let _ = write!(l, ", INDEX {}", ht_name(&f.name));
+            }
+            if f.qualifier_index {
+                let _ = write!(l, ", QUALIFIER INDEX {}", ht_name(&f.name));
+            }
+            lines.push(l);
+        }
     }
-    let options = TableOptions {
-        group_defaults: AccessGroupOptions::default(),
-        group_commit_interval_ms: (s.group_commit_interval_ms > 0)
-            .then_some(s.group_commit_interval_ms),
-        durability: (s.durability != Durability::default()).then_some(s.durability),
-    };
-    let stmt = Statement::CreateTable(CreateTable {
-        name,
-        if_not_exists: false,
-        body: CreateTableBody::Definitions {
-            definitions: defs,
-            options,
-        },
-        splits: Vec::new(),
-    });
-    let _ = writeln!(out, "{stmt};");
+    for g in &s.access_groups {
+        let members: Vec<String> = s
+            .families
+            .iter()
+            .filter(|f| !f.deleted && f.access_group == g.name)
+            .map(|f| ht_name(&f.name))
+            .collect();
+        lines.push(format!(
+            "  ACCESS GROUP {} ({}){}",
+            ht_name(&g.name),
+            members.join(", "),
+            group_options_text(&group_shown(g))
+        ));
+    }
+    lines.extend(s.iterators.iter().map(|i| format!("  {}", iterator_def(i))));
+    if let Some(k) = &s.row_key {
+        lines.push(format!("  {}", k.hql()));
+    }
+    let mut out = format!("CREATE TABLE {} (\n{}\n)", ht_name(name), lines.join(",\n"));
+    if s.group_commit_interval_ms > 0 {
+        let _ = write!(out, " GROUP_COMMIT_INTERVAL {}", s.group_commit_interval_ms);
+    }
+    let defaults = s.defaults_set.clone().unwrap_or_default();
+    out.push_str(&group_options_text(&defaults));
+    if s.durability != Durability::default() {
+        let _ = write!(out, " DURABILITY {}", s.durability.name());
+    }
+    out.push_str(";\n\n");
     out
 }
 
@@ -656,91 +993,126 @@ fn xml_escape(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-/// DESCRIBE TABLE: the schema as Hypertable's XML, with ids and dropped families on request.
+/// One XML element per line at `depth` (two spaces a level).
+fn element(o: &mut String, depth: usize, name: &str, value: impl std::fmt::Display) {
+    let _ = writeln!(o, "{:w$}<{name}>{value}</{name}>", "", w = 2 * depth);
+}
+
+fn open(o: &mut String, depth: usize, tag: &str) {
+    let _ = writeln!(o, "{:w$}<{tag}>", "", w = 2 * depth);
+}
+
+fn close(o: &mut String, depth: usize, name: &str) {
+    let _ = writeln!(o, "{:w$}</{name}>", "", w = 2 * depth);
+}
+
+fn column_elements(o: &mut String, depth: usize, c: &ColumnOptionsSet) {
+    if let Some(n) = c.max_versions {
+        element(o, depth, "MaxVersions", n);
+    }
+    if let Some(n) = c.ttl_secs {
+        element(o, depth, "TTL", n);
+    }
+    if let Some(t) = c.time_order {
+        element(
+            o,
+            depth,
+            "TimeOrder",
+            match t {
+                TimeOrder::Asc => "asc",
+                TimeOrder::Desc => "desc",
+            },
+        );
+    }
+    if let Some(b) = c.counter {
+        element(o, depth, "Counter", b);
+    }
+}
+
+fn group_elements(o: &mut String, depth: usize, g: &GroupOptionsSet) {
+    if let Some(n) = g.replication {
+        element(o, depth, "Replication", n);
+    }
+    if let Some(n) = g.blocksize {
+        element(o, depth, "BlockSize", n);
+    }
+    if let Some(c) = &g.compressor {
+        element(o, depth, "Compressor", xml_escape(c));
+    }
+    if let Some(b) = &g.bloom_filter {
+        element(o, depth, "BloomFilter", xml_escape(b));
+    }
+    if let Some(b) = g.in_memory {
+        element(o, depth, "InMemory", b);
+    }
+}
+
+/// DESCRIBE TABLE [WITH IDS] as Hypertable prints its XML schema: the options set at each
+/// level, every family (dropped ones as `!id`), generations and ids only WITH IDS; a blank
+/// line after. ht's additions (`Durability`, `Combiner`, `AppendOnly`, `Iterator`) appear
+/// only where used.
 pub(super) fn describe(s: &TableSchema, with_ids: bool) -> String {
-    let mut o = String::new();
+    let mut o = String::from("<Schema>\n");
     if with_ids {
-        let _ = writeln!(o, "<Schema generation=\"{}\">", s.generation);
-    } else {
-        o.push_str("<Schema>\n");
+        element(&mut o, 1, "Generation", s.generation);
     }
-    let _ = writeln!(o, "  <Durability>{}</Durability>", s.durability.name());
     if s.group_commit_interval_ms > 0 {
-        let _ = writeln!(
-            o,
-            "  <GroupCommitInterval>{}</GroupCommitInterval>",
-            s.group_commit_interval_ms
-        );
+        element(&mut o, 1, "GroupCommitInterval", s.group_commit_interval_ms);
     }
+    if s.durability != Durability::default() {
+        element(&mut o, 1, "Durability", s.durability.name());
+    }
+    let defaults = s.defaults_set.clone().unwrap_or_default();
+    open(&mut o, 1, "AccessGroupDefaults");
+    group_elements(&mut o, 2, &defaults);
+    close(&mut o, 1, "AccessGroupDefaults");
+    open(&mut o, 1, "ColumnFamilyDefaults");
+    column_elements(&mut o, 2, &defaults.column_defaults);
+    close(&mut o, 1, "ColumnFamilyDefaults");
     for g in &s.access_groups {
-        let _ = writeln!(o, "  <AccessGroup name=\"{}\">", xml_escape(&g.name));
-        let _ = writeln!(o, "    <Options>");
-        let _ = writeln!(o, "      <InMemory>{}</InMemory>", g.in_memory);
-        let _ = writeln!(o, "      <BlockSize>{}</BlockSize>", g.blocksize_bytes);
-        let codec = match g.compressor {
-            Compressor::None => "none",
-            Compressor::Lz4 => "lz4",
-        };
-        let _ = writeln!(o, "      <Compressor>{codec}</Compressor>");
-        if let Some(req) = &g.compressor_requested {
-            let _ = writeln!(
-                o,
-                "      <CompressorRequested>{}</CompressorRequested>",
-                xml_escape(req)
-            );
-        }
-        let _ = writeln!(
-            o,
-            "      <BloomFilter>{}</BloomFilter>",
-            xml_escape(&bloom_text(&g.bloom_filter))
+        let shown = group_shown(g);
+        open(
+            &mut o,
+            1,
+            &format!("AccessGroup name=\"{}\"", xml_escape(&g.name)),
         );
-        if let Some(r) = g.replication {
-            let _ = writeln!(o, "      <Replication>{r}</Replication>");
+        if with_ids {
+            element(&mut o, 2, "Generation", g.generation.max(1));
         }
-        let _ = writeln!(o, "    </Options>");
-        for f in s
-            .families
-            .iter()
-            .filter(|f| f.access_group == g.name && (with_ids || !f.deleted))
-        {
+        open(&mut o, 2, "Options");
+        group_elements(&mut o, 3, &shown);
+        close(&mut o, 2, "Options");
+        open(&mut o, 2, "ColumnFamilyDefaults");
+        column_elements(&mut o, 3, &shown.column_defaults);
+        close(&mut o, 2, "ColumnFamilyDefaults");
+        for f in s.families.iter().filter(|f| f.access_group == g.name) {
             if with_ids {
-                let _ = writeln!(o, "    <ColumnFamily id=\"{}\">", f.id);
+                open(&mut o, 2, &format!("ColumnFamily id=\"{}\"", f.id));
+                element(&mut o, 3, "Generation", f.generation.max(1));
             } else {
-                o.push_str("    <ColumnFamily>\n");
+                open(&mut o, 2, "ColumnFamily");
             }
-            let _ = writeln!(o, "      <Name>{}</Name>", xml_escape(&f.name));
-            let _ = writeln!(o, "      <Options>");
-            if f.max_versions > 0 {
-                let _ = writeln!(o, "        <MaxVersions>{}</MaxVersions>", f.max_versions);
-            }
-            if f.ttl_secs > 0 {
-                let _ = writeln!(o, "        <TTL>{}</TTL>", f.ttl_secs);
-            }
-            if f.time_order == TimeOrder::Desc {
-                let _ = writeln!(o, "        <TimeOrder>desc</TimeOrder>");
-            }
-            let _ = writeln!(o, "        <Counter>{}</Counter>", f.counter);
-            if let Some(c) = &f.combiner {
-                let _ = writeln!(
-                    o,
-                    "        <Combiner>{}</Combiner>",
-                    xml_escape(&kind_call(c).to_string())
-                );
-            }
-            if f.append_only {
-                let _ = writeln!(o, "        <AppendOnly>true</AppendOnly>");
-            }
-            let _ = writeln!(o, "      </Options>");
+            element(&mut o, 3, "Name", xml_escape(&shown_name(f)));
+            element(&mut o, 3, "AccessGroup", xml_escape(&g.name));
+            element(&mut o, 3, "Deleted", f.deleted);
             if f.value_index {
-                let _ = writeln!(o, "      <Index>true</Index>");
+                element(&mut o, 3, "Index", true);
             }
             if f.qualifier_index {
-                let _ = writeln!(o, "      <QualifierIndex>true</QualifierIndex>");
+                element(&mut o, 3, "QualifierIndex", true);
             }
-            let _ = writeln!(o, "      <Deleted>{}</Deleted>", f.deleted);
-            let _ = writeln!(o, "    </ColumnFamily>");
+            open(&mut o, 3, "Options");
+            column_elements(&mut o, 4, &family_shown(f));
+            if let Some(c) = &f.combiner {
+                element(&mut o, 4, "Combiner", xml_escape(&kind_call(c).to_string()));
+            }
+            if f.append_only {
+                element(&mut o, 4, "AppendOnly", true);
+            }
+            close(&mut o, 3, "Options");
+            close(&mut o, 2, "ColumnFamily");
         }
-        let _ = writeln!(o, "  </AccessGroup>");
+        close(&mut o, 1, "AccessGroup");
     }
     for i in &s.iterators {
         let scopes: Vec<&str> = i.scopes.iter().map(|s| s.name()).collect();
@@ -757,6 +1129,6 @@ pub(super) fn describe(s: &TableSchema, with_ids: bool) -> String {
             xml_escape(&call.to_string())
         );
     }
-    o.push_str("</Schema>\n");
+    o.push_str("</Schema>\n\n");
     o
 }
