@@ -9,6 +9,7 @@
 
 pub mod aggregate;
 pub mod cluster;
+pub mod index;
 
 pub use common::{Cell, Mutation, ScanSpec, TableSchema};
 

@@ -39,6 +39,12 @@ pub enum Statement {
     DropTable { table: String, if_exists: bool },
     /// `EXISTS TABLE t`.
     ExistsTable(String),
+    /// `REBUILD [VALUE|QUALIFIER] INDICES t` (neither keyword: both kinds).
+    RebuildIndices {
+        table: String,
+        values: bool,
+        qualifiers: bool,
+    },
     /// `INSERT INTO t VALUES …`.
     Insert(Insert),
     /// `DELETE … FROM t WHERE ROW = 'r' …`.

@@ -248,9 +248,8 @@ pub fn load_data_with(
                     )
                 })
                 .collect();
-            let mutator = ctx
-                .client
-                .mutator(&path)
+            // Indexed families get their index entries (deletes in a load leave theirs).
+            let mutator = client::index::mutator(ctx.client, None, &path)
                 .map_err(|e| LoadError::new(e.to_string()))?;
             (Families::Schema(map), Box::new(TableSink::new(mutator)))
         }

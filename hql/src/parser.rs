@@ -83,6 +83,25 @@ fn statement(input: &str) -> PResult<'_, Statement> {
             let (i, ()) = kw("TABLE")(i)?;
             admin::rename_table(i)
         }
+        "REBUILD" => {
+            let (i, kind) = if let Ok((i, ())) = kw("VALUE")(i) {
+                (i, (true, false))
+            } else if let Ok((i, ())) = kw("QUALIFIER")(i) {
+                (i, (false, true))
+            } else {
+                (i, (true, true))
+            };
+            let (i, ()) = kw("INDICES")(i)?;
+            let (i, table) = token::name("table name")(i)?;
+            Ok((
+                i,
+                Statement::RebuildIndices {
+                    table,
+                    values: kind.0,
+                    qualifiers: kind.1,
+                },
+            ))
+        }
         "EXISTS" => {
             let (i, ()) = kw("TABLE")(i)?;
             let (i, t) = token::name("table name")(i)?;

@@ -587,6 +587,18 @@ impl Display for Statement {
                 write!(f, " {}", Name(table))
             }
             Self::ExistsTable(t) => write!(f, "EXISTS TABLE {}", Name(t)),
+            Self::RebuildIndices {
+                table,
+                values,
+                qualifiers,
+            } => {
+                let kind = match (values, qualifiers) {
+                    (true, false) => "VALUE ",
+                    (false, true) => "QUALIFIER ",
+                    _ => "",
+                };
+                write!(f, "REBUILD {kind}INDICES {}", Name(table))
+            }
             Self::Insert(ins) => {
                 write!(f, "INSERT INTO {} VALUES ", Name(&ins.table))?;
                 comma_list(f, &ins.values, |f, v| {

@@ -209,14 +209,35 @@ impl Executor {
                 Ok(())
             }
             Statement::AlterTable(a) => schema::alter_table(self, a),
-            Statement::RenameTable { from, to } => Ok(self
-                .client
-                .rename_table(&self.resolve(from), &self.resolve(to))?),
+            Statement::RenameTable { from, to } => {
+                let (from, to) = (self.resolve(from), self.resolve(to));
+                schema::check_not_index_name(&from)?;
+                schema::check_not_index_name(&to)?;
+                self.client.rename_table(&from, &to)?;
+                client::index::rename_tables(self.client.as_ref(), &from, &to)?;
+                Ok(())
+            }
             Statement::DropTable { table, if_exists } => {
-                match self.client.drop_table(&self.resolve(table)) {
+                let path = self.resolve(table);
+                schema::check_not_index_name(&path)?;
+                match self.client.drop_table(&path) {
                     Err(ClientError::TableNotFound(_)) if *if_exists => Ok(()),
-                    r => Ok(r?),
+                    r => {
+                        r?;
+                        client::index::drop_tables(self.client.as_ref(), &path)?;
+                        Ok(())
+                    }
                 }
+            }
+            Statement::RebuildIndices {
+                table,
+                values,
+                qualifiers,
+            } => {
+                let path = self.resolve(table);
+                schema::check_not_index_name(&path)?;
+                client::index::rebuild(self.client.as_ref(), &path, *values, *qualifiers)?;
+                Ok(())
             }
             Statement::ExistsTable(t) => {
                 let exists = self.client.table_exists(&self.resolve(t))?;

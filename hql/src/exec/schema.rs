@@ -20,8 +20,18 @@ use crate::parser::token::is_keyword;
 /// Family ids are one byte and 0 is reserved.
 const MAX_FAMILY_ID: u32 = 255;
 
+/// Hypertable's refusal of a user-named table whose name starts with `^` (index tables are
+/// made and dropped with their primary table only).
+pub(super) fn check_not_index_name(path: &str) -> Result<()> {
+    if client::index::is_index_name(path) {
+        return Err(ExecError::invalid("Invalid table name character '^'"));
+    }
+    Ok(())
+}
+
 pub(super) fn create_table(ex: &mut Executor, c: &CreateTable) -> Result<()> {
     let path = ex.resolve(&c.name);
+    check_not_index_name(&path)?;
     if c.if_not_exists && ex.client.table_exists(&path)? {
         return Ok(());
     }
@@ -35,7 +45,8 @@ pub(super) fn create_table(ex: &mut Executor, c: &CreateTable) -> Result<()> {
     let splits: Vec<Vec<u8>> = c.splits.iter().map(|r| r.as_bytes().to_vec()).collect();
     common::row_range::check_split_rows(&splits)
         .map_err(|e| ExecError::invalid(format!("SPLIT ON: {e}")))?;
-    ex.client.create_table_split(&path, schema, &splits)?;
+    let created = ex.client.create_table_split(&path, schema, &splits)?;
+    client::index::sync_tables(ex.client.as_ref(), &path, None, &created)?;
     Ok(())
 }
 
@@ -391,6 +402,12 @@ fn set_index(schema: &mut TableSchema, creating: bool, d: &Definition, on: bool)
     } else {
         &mut f.value_index
     };
+    if on && f.counter {
+        return Err(ExecError::invalid(format!(
+            "Attempt to define {} index for COUNTER column '{name}'",
+            if qualifier { "qualifier" } else { "value" }
+        )));
+    }
     if on && *flag {
         return Err(ExecError::invalid(format!(
             "{} for column family '{name}' {}",
@@ -640,6 +657,7 @@ fn add_group(s: &mut TableSchema, gd: &AccessGroupDef, defs: &[Definition]) -> R
 /// ADD and MODIFY are applied at the end, in the order written.
 pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
     let path = ex.resolve(&a.table);
+    check_not_index_name(&path)?;
     let mut s = ex.client.table_schema(&path)?;
     let old = s.clone();
     // The generation the server gives the altered schema: what changes is marked with it.
@@ -786,7 +804,9 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
             "cannot alter table '{path}': {m}"
         ))),
         r => {
-            r?;
+            // Index tables follow: made (and filled from the table) for a first index of a
+            // kind, dropped with the last.
+            client::index::sync_tables(ex.client.as_ref(), &path, Some(&old), &r?)?;
             Ok(())
         }
     }

@@ -533,6 +533,58 @@ pub(super) fn scan_and_filter_rows(mut spec: ScanSpec) -> Vec<ScanSpec> {
     out
 }
 
+/// A query with column value predicates on indexed families reads only the rows the index
+/// names (`client::index::candidate_rows`), with every predicate still applied by the range
+/// servers: the answer is the full scan's. Limits then count over all those rows, as Hypertable
+/// applies them to an index query's whole result. `None`: no row can match. Without a usable
+/// index (a predicate it cannot answer, CELL intervals, more candidate rows than a key set
+/// may hold) the spec is returned as it was.
+pub(super) fn use_index(
+    ex: &Executor,
+    path: &str,
+    schema: &TableSchema,
+    mut spec: ScanSpec,
+) -> Result<Option<ScanSpec>> {
+    let Some(vp) = &spec.value_predicates else {
+        return Ok(Some(spec));
+    };
+    if !spec.cell_intervals.is_empty()
+        || !(client::index::has_index(schema, false) || client::index::has_index(schema, true))
+    {
+        return Ok(Some(spec));
+    }
+    let Some(rows) = client::index::candidate_rows(
+        ex.client.as_ref(),
+        path,
+        schema,
+        &vp.tests,
+        ex.key_set_limits.max_keys,
+    )?
+    else {
+        return Ok(Some(spec));
+    };
+    let points: Intervals<Vec<u8>> = rows
+        .into_iter()
+        .map(|r| (Bound::Included(r.clone()), Bound::Included(r)))
+        .collect();
+    let current = (!spec.row_intervals.is_empty()).then(|| {
+        spec.row_intervals
+            .iter()
+            .map(|r| (r.start.clone(), r.end.clone()))
+            .collect()
+    });
+    let rows = and_intervals(current, points);
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    spec.row_intervals = rows
+        .into_iter()
+        .map(|(start, end)| RowInterval { start, end })
+        .collect();
+    spec.one_interval = true;
+    Ok(Some(spec))
+}
+
 pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Result<u64> {
     let o = &sel.options;
     if o.offset.is_some() && o.cell_offset.is_some() {
@@ -561,7 +613,10 @@ pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Re
             .as_bytes()
             .to_vec(),
     };
-    let spec = q.spec.map(|spec| with_options(spec, o));
+    let spec = match q.spec {
+        Some(spec) => use_index(ex, &path, &schema, with_options(spec, o))?,
+        None => None,
+    };
     let specs = match spec {
         Some(spec) if o.scan_and_filter_rows => scan_and_filter_rows(spec),
         Some(spec) => vec![spec],

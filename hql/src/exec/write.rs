@@ -69,7 +69,7 @@ pub(super) fn insert(ex: &mut Executor, ins: &Insert) -> Result<()> {
         check(&path, &m, v.timestamp.as_ref())?;
         cells.push(m);
     }
-    let mut mutator = ex.client.mutator(&path)?;
+    let mut mutator = client::index::mutator(ex.client.as_ref(), Some(ex.client.clone()), &path)?;
     for m in cells {
         mutator.set(m)?;
     }
@@ -139,7 +139,7 @@ pub(super) fn delete(ex: &mut Executor, d: &Delete) -> Result<()> {
             }
         }
     }
-    let mut mutator = ex.client.mutator(&path)?;
+    let mut mutator = client::index::mutator(ex.client.as_ref(), Some(ex.client.clone()), &path)?;
     for m in cells {
         mutator.set(m)?;
     }

@@ -58,6 +58,11 @@ const TOPICS: &[(&str, &str, &str)] = &[
         "DROP TABLE [IF EXISTS] name\n  Drops a table and frees its files.",
     ),
     (
+        "rebuild indices",
+        "REBUILD [VALUE|QUALIFIER] INDICES name",
+        "REBUILD [VALUE|QUALIFIER] INDICES name\n  Drops and re-creates a table's value index (^name) or qualifier index (^^name),\n  both without a keyword, and fills them from every stored cell version.",
+    ),
+    (
         "exists table",
         "EXISTS TABLE name",
         "EXISTS TABLE name\n  Prints true or false.",
