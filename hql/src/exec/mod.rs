@@ -182,7 +182,7 @@ impl Executor {
             Statement::GetListing => {
                 for e in self.client.listing(&self.namespace)? {
                     if e.is_namespace {
-                        writeln!(out, "{} (namespace)", e.name)?;
+                        writeln!(out, "{}\t(namespace)", e.name)?;
                     } else {
                         writeln!(out, "{}", e.name)?;
                     }

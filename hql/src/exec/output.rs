@@ -22,17 +22,19 @@ pub(super) struct CellFormat {
 
 impl CellFormat {
     /// The header line INTO FILE and DUMP TABLE write first.
+    /// As Hypertable writes it: `#[revision FS][timestamp FS]row` with KEYS_ONLY, else
+    /// `...row FS column FS value`.
     pub fn header(&self) -> Vec<u8> {
         let mut fields = Vec::new();
-        if self.timestamps {
-            fields.push("timestamp");
-        }
         if self.revisions {
             fields.push("revision");
         }
-        fields.extend(["row", "column"]);
+        if self.timestamps {
+            fields.push("timestamp");
+        }
+        fields.push("row");
         if !self.keys_only {
-            fields.push("value");
+            fields.extend(["column", "value"]);
         }
         let mut h = b"#".to_vec();
         for (n, f) in fields.iter().enumerate() {
@@ -63,8 +65,12 @@ fn field(w: &mut dyn Write, bytes: &[u8], escape: bool) -> io::Result<()> {
     crate::load::escape_write(bytes, w)
 }
 
-/// One cell as one line: `[timestamp FS][revision FS]row FS family[:qualifier][FS value]`.
-/// Delete markers (RETURN_DELETES) show their kind in place of the value.
+/// One cell as one line, as Hypertable's shell prints it:
+/// `[revision FS][timestamp FS]row FS family[:qualifier] FS value` (revision and timestamp as
+/// dates); with KEYS_ONLY `[revision FS][timestamp FS]row`, once per cell. A delete marker
+/// (RETURN_DELETES) has an empty value and its kind after it: `row FS FS DELETE ROW`,
+/// `row FS family FS FS DELETE COLUMN FAMILY`, `row FS family:qualifier FS FS DELETE CELL` or
+/// `... DELETE CELL VERSION`.
 pub(super) fn write_cell(
     w: &mut dyn Write,
     f: &CellFormat,
@@ -73,17 +79,20 @@ pub(super) fn write_cell(
 ) -> io::Result<()> {
     let fs = &f.separator;
     let k = &cell.key;
+    if f.revisions {
+        w.write_all(format_nanos(k.revision).as_bytes())?;
+        w.write_all(fs)?;
+    }
     if f.timestamps {
         w.write_all(format_nanos(k.timestamp).as_bytes())?;
         w.write_all(fs)?;
     }
-    if f.revisions {
-        write!(w, "{}", k.revision)?;
-        w.write_all(fs)?;
-    }
     field(w, &k.row, f.escape)?;
-    w.write_all(fs)?;
+    if f.keys_only {
+        return w.write_all(b"\n");
+    }
     if k.flag != CellFlag::DeleteRow {
+        w.write_all(fs)?;
         match families.get(k.family as usize).and_then(Option::as_ref) {
             Some(name) => w.write_all(name.as_bytes())?,
             None => write!(w, "{}", k.family)?,
@@ -93,14 +102,25 @@ pub(super) fn write_cell(
             field(w, &k.qualifier, f.escape)?;
         }
     }
+    w.write_all(fs)?;
     if k.flag.is_delete() {
         w.write_all(fs)?;
-        w.write_all(k.flag.name().as_bytes())?;
-    } else if !f.keys_only {
-        w.write_all(fs)?;
+        w.write_all(delete_label(k.flag).as_bytes())?;
+    } else {
         field(w, &cell.value, f.escape)?;
     }
     w.write_all(b"\n")
+}
+
+/// The label Hypertable's shell prints for a delete marker.
+fn delete_label(flag: CellFlag) -> &'static str {
+    match flag {
+        CellFlag::DeleteRow => "DELETE ROW",
+        CellFlag::DeleteColumnFamily => "DELETE COLUMN FAMILY",
+        CellFlag::DeleteCell => "DELETE CELL",
+        CellFlag::DeleteCellVersion => "DELETE CELL VERSION",
+        CellFlag::Insert => "BAD KEY FLAG",
+    }
 }
 
 /// An INTO FILE destination.

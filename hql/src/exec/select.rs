@@ -125,6 +125,29 @@ fn row_bounds(op: RelOp, key: &str) -> (Bound<Vec<u8>>, Bound<Vec<u8>>) {
     }
 }
 
+/// Hypertable's checks of a row interval as written ("bad scan specification"): its start
+/// may not lie after its end, nor equal it unless both ends are included.
+fn check_row_interval(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> Result<()> {
+    let (s, e, both_in) = match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => (s, e, true),
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
+            (s, e, false)
+        }
+        _ => return Ok(()),
+    };
+    if s > e {
+        return Err(ExecError::invalid(format!(
+            "start_row ({}) > end_row ({})",
+            String::from_utf8_lossy(s),
+            String::from_utf8_lossy(e)
+        )));
+    }
+    if s == e && !both_in {
+        return Err(ExecError::invalid("empty row interval"));
+    }
+    Ok(())
+}
+
 fn row_interval(r: &ast::RowInterval) -> RowInterval {
     let (mut start, mut end) = row_bounds(r.op, &r.key);
     if let Some((k, op)) = &r.before {
@@ -308,13 +331,18 @@ pub(super) fn build_query(
                 part_preds.push(vec![parts_in(list)]);
             }
             Predicate::Row(list) => {
-                let new = list
+                let new: Intervals<Vec<u8>> = list
                     .iter()
                     .map(|r| {
                         let i = row_interval(r);
-                        (i.start, i.end)
+                        check_row_interval(&i.start, &i.end)?;
+                        Ok((i.start, i.end))
                     })
-                    .collect();
+                    .collect::<Result<_>>()?;
+                // `ROW > 'c' AND ROW < 'a'` is one interval to Hypertable, and a bad one.
+                if let (Some([(cs, ce)]), [(ns, ne)]) = (rows.as_deref(), new.as_slice()) {
+                    check_row_interval(&max_start(cs, ns), &min_end(ce, ne))?;
+                }
                 rows = Some(and_intervals(rows, new));
             }
             Predicate::Cell(list) => {

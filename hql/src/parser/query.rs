@@ -90,6 +90,12 @@ fn column_selector(i: &str) -> PResult<'_, ColumnSelector> {
         let (i, regex) = regex_literal(rest)?;
         return Ok((i, ColumnSelector::QualifierRegex { family, regex }));
     }
+    // `family:*` is every qualifier, as Hypertable reads it (`family:"*"` is the qualifier `*`).
+    if let Some(after) = rest.strip_prefix('*')
+        && !after.starts_with(is_qualifier_char)
+    {
+        return Ok((after, ColumnSelector::Family(family)));
+    }
     let (i, qualifier) = qualifier(rest)?;
     Ok((i, ColumnSelector::Qualifier { family, qualifier }))
 }

@@ -25,3 +25,19 @@ SELECT * FROM t WHERE ROW = "r2" KEYS_ONLY FS="|";
 SELECT c FROM t INTO FILE "$TMP/files/select.tsv";
 SELECT a FROM t DISPLAY_TIMESTAMPS INTO FILE "file://$TMP/files/select_ts.tsv.gz";
 SELECT c FROM t INTO FILE "$TMP/nodir/x.tsv";
+# Issue 17: Hypertable's output forms. KEYS_ONLY prints the row once per cell; RETURN_DELETES
+# prints a delete with an empty value and its kind; `f:*` is every qualifier of f; a row
+# interval that starts after its end is a bad scan specification.
+CREATE TABLE forms (a, b);
+INSERT INTO forms VALUES ('r1', 'a', 'x'), ('r1', 'a:q', 'y'), ('r2', 'b', 'z'), ('r3', 'a', 'w'), ('r4', 'b:q', 'v');
+SELECT * FROM forms KEYS_ONLY;
+SELECT a:* FROM forms;
+SELECT a:"*" FROM forms;
+DELETE a FROM forms WHERE ROW = 'r1';
+DELETE * FROM forms WHERE ROW = 'r2';
+DELETE b:q FROM forms WHERE ROW = 'r4';
+SELECT * FROM forms RETURN_DELETES;
+SELECT * FROM forms WHERE ROW > 'r3' AND ROW < 'r1';
+SELECT * FROM forms WHERE 'r3' < ROW < 'r1';
+SELECT * FROM forms WHERE 'r3' < ROW < 'r3';
+SELECT * FROM forms WHERE 'r3' <= ROW <= 'r3';

@@ -3,6 +3,7 @@
 pub mod dfs;
 pub mod engine;
 pub mod hyperspace;
+pub mod index;
 pub mod iterators;
 pub mod load;
 pub mod querylog;
@@ -33,6 +34,8 @@ pub enum BenchCommand {
     /// A `sum` combiner family against RocksDB's uint64add merges (ingest and point reads), and
     /// a cluster scan with value predicates in the range servers against filtering in the client.
     Iterators(iterators::IteratorsArgs),
+    /// A value predicate through a secondary index against a full scan (issue 17).
+    Index(index::IndexArgs),
     /// Key-set queries (Phoenix's skip-scan test, issue 15): ht's skip scan against batched
     /// gets, a range scan, the previous key-set path and SQLite, warm and cold.
     Skipscan(Box<skipscan::SkipscanArgs>),
@@ -50,6 +53,7 @@ pub fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Hyperspace(args) => hyperspace::run(args),
         BenchCommand::Dfs(args) => dfs::run(args),
         BenchCommand::Iterators(args) => iterators::run(args),
+        BenchCommand::Index(args) => index::run(args),
         BenchCommand::Skipscan(args) => skipscan::run(*args),
         BenchCommand::Wikisearch(args) => wikisearch::run(*args),
     }
@@ -164,7 +168,9 @@ medians of the per-run ratios other method / skip (>1 means the skip scan is fas
 the faster of 1 and 4 threads of single-row lookups. For `ht bench wikisearch`: per corpus \
 and mode, ingest articles/s, the median over the seed's six queries (warm) of the per-run \
 ratio client-side postings-and-intersection ms / boolean-iterator ms (>1 means the iterator is faster), and the random \
-load's queries/s; the full tables are in the bench's output.\n\n\
+load's queries/s; the full tables are in the bench's output. For `ht bench index`: per mode, \
+the medians of a value-predicate query through a secondary index and of the same query over a \
+full scan of an unindexed twin table, and the median of the per-run ratios scan / index.\n\n\
 | date (UTC) | commit | machine | command | figures |\n|---|---|---|---|---|\n";
 
 /// Appends `line` to `bench/RESULTS.md` at the repository root (or the current directory),
