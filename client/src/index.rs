@@ -14,7 +14,6 @@
 //! then scans those rows of the primary table with all its predicates, so what it returns is
 //! exactly what a scan without the index returns, stale entries or not.
 
-use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -565,7 +564,7 @@ pub fn candidate_rows(
     if lookups.is_empty() {
         return Ok(None);
     }
-    let mut rows = BTreeSet::new();
+    let mut rows: Vec<Vec<u8>> = Vec::new();
     for (qualifier, prefix) in lookups {
         let spec = ScanSpec {
             row_intervals: vec![RowInterval::prefix(prefix)],
@@ -585,13 +584,23 @@ pub fn candidate_rows(
                     ),
                 ));
             };
-            rows.insert(row);
-            if rows.len() > max_rows {
-                return Ok(None);
+            rows.push(row);
+            if rows.len() > max_rows.saturating_mul(2).max(1 << 16) {
+                // Many repeats (versions, several lookups) are possible: judge distinct ones.
+                rows.sort_unstable();
+                rows.dedup();
+                if rows.len() > max_rows {
+                    return Ok(None);
+                }
             }
         }
     }
-    Ok(Some(rows.into_iter().collect()))
+    rows.sort_unstable();
+    rows.dedup();
+    if rows.len() > max_rows {
+        return Ok(None);
+    }
+    Ok(Some(rows))
 }
 
 #[cfg(test)]
