@@ -402,11 +402,10 @@ pub enum AlterAction {
 
 /// A timestamp as written, with its value where the text is a valid timestamp.
 ///
-/// Accepted forms: `YYYY-MM-DD HH:MM:SS[.nanoseconds]`, `YYYY-MM-DD HH:MM`, `YYYY-MM-DD`,
-/// `YYYY`, and an integer count of nanoseconds since the epoch. Dates are read as UTC. As in
-/// Hypertable, the digits after the dot are an integer count of nanoseconds (`.000000005` and
-/// `.5` are both 5 ns); scripts normally write all nine digits, where this agrees with reading
-/// them as a fraction.
+/// Accepted forms: `YYYY-MM-DD HH:MM:SS[.fraction]`, `YYYY-MM-DD HH:MM:SS:N` (N nanoseconds),
+/// `YYYY-MM-DD HH:MM`, `YYYY-MM-DD`, `YYYY`, and an integer count of nanoseconds since the
+/// epoch. Dates are read as UTC. As in Hypertable, the digits after the dot are a fraction of a
+/// second (`.5` is 500 ms, `.000000005` 5 ns; digits past the ninth are dropped).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Timestamp {
     pub text: String,

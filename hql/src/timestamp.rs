@@ -1,8 +1,9 @@
 //! Timestamp text to nanoseconds since the epoch (UTC), for the forms HQL accepts, and back.
 
-/// Nanoseconds since 1970-01-01 00:00:00 UTC for `YYYY-MM-DD HH:MM:SS[.ns]`,
-/// `YYYY-MM-DD HH:MM`, `YYYY-MM-DD`, `YYYY`, or a plain (optionally negative) integer of
-/// nanoseconds. `None` for anything else or a value outside i64.
+/// Nanoseconds since 1970-01-01 00:00:00 UTC for `YYYY-MM-DD HH:MM:SS[.fraction]`,
+/// `YYYY-MM-DD HH:MM:SS:N` (N nanoseconds, Hypertable's form), `YYYY-MM-DD HH:MM`,
+/// `YYYY-MM-DD`, `YYYY`, or a plain (optionally negative) integer of nanoseconds; a `T` may
+/// stand for the space. `None` for anything else or a value outside i64.
 pub fn parse_nanos(text: &str) -> Option<i64> {
     let t = text.trim();
     if let Some(n) = plain_integer(t) {
@@ -32,17 +33,33 @@ pub fn parse_nanos(text: &str) -> Option<i64> {
         hour = digits(f.next()?, 1, 2)?;
         minute = digits(f.next()?, 1, 2)?;
         second = f.next().map_or(Some(0), |s| digits(s, 1, 2))?;
+        // Hypertable's `SS:N`: N nanoseconds.
+        let count = f.next();
         if f.next().is_some() || hour > 23 || minute > 59 || second > 60 {
             return None;
         }
-        if let Some(frac) = frac {
-            nanos = digits(frac, 1, 9)?;
+        match (frac, count) {
+            (Some(_), Some(_)) => return None,
+            (Some(frac), None) => nanos = fraction_nanos(frac)?,
+            (None, Some(n)) => nanos = digits(n, 1, 9)?,
+            (None, None) => {}
         }
     }
     let days = days_from_civil(year, month, day);
     let secs = days * 86_400 + hour * 3_600 + minute * 60 + second;
     // In i128: near i64::MIN the whole seconds alone are below i64::MIN, the sum is not.
     i64::try_from(i128::from(secs) * 1_000_000_000 + i128::from(nanos)).ok()
+}
+
+/// A decimal fraction of a second in nanoseconds, as Hypertable reads `SS.f` (the fraction
+/// times 10^9: `.5` is 500 ms, `.000000005` 5 ns); digits past the ninth are dropped.
+fn fraction_nanos(frac: &str) -> Option<i64> {
+    if frac.is_empty() || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let kept = &frac[..frac.len().min(9)];
+    let n: i64 = kept.parse().ok()?;
+    Some(n * 10i64.pow(9 - kept.len() as u32))
 }
 
 /// `YYYY-MM-DD HH:MM:SS.nnnnnnnnn` (UTC) for nanoseconds since the epoch; the form
@@ -125,7 +142,25 @@ mod tests {
     #[test]
     fn forms() {
         assert_eq!(parse_nanos("1970-01-01 00:00:00"), Some(0));
-        assert_eq!(parse_nanos("1970-01-01 00:00:01.5"), Some(1_000_000_005));
+        // Hypertable's fraction (issue 17): `.5` is half a second; `:N` counts nanoseconds.
+        assert_eq!(parse_nanos("1970-01-01 00:00:01.5"), Some(1_500_000_000));
+        assert_eq!(
+            parse_nanos("1970-01-01 00:00:01.000000005"),
+            Some(1_000_000_005)
+        );
+        assert_eq!(
+            parse_nanos("1970-01-01 00:00:01.1234567891"),
+            Some(1_123_456_789)
+        );
+        assert_eq!(parse_nanos("1970-01-01 00:00:01:4"), Some(1_000_000_004));
+        assert_eq!(
+            parse_nanos("2009-02-12 02:12:13:4"),
+            parse_nanos("2009-02-12 02:12:13.000000004")
+        );
+        assert_eq!(parse_nanos("1970-01-01T00:00:01"), Some(1_000_000_000));
+        assert_eq!(parse_nanos("1970-01-01 00:00:01.5:4"), None);
+        assert_eq!(parse_nanos("1970-01-01 00:00:01."), None);
+        assert_eq!(parse_nanos("1970-01-01 00:00:01:1234567890"), None);
         assert_eq!(
             parse_nanos("2008-01-01 00:00:00"),
             Some(1_199_145_600_000_000_000)

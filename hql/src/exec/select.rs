@@ -284,7 +284,7 @@ fn column_selectors(s: &TableSchema, path: &str, cols: &Columns) -> Result<Vec<C
 
 fn timestamp_nanos(ts: &ast::Timestamp) -> Result<i64> {
     ts.nanos
-        .ok_or_else(|| ExecError::invalid(format!("bad timestamp '{}'", ts.text)))
+        .ok_or_else(|| ExecError::invalid(format!("Unable to parse timestamp - '{}'", ts.text)))
 }
 
 /// Narrows `[start, end)` by `TIMESTAMP op ts`.

@@ -16,9 +16,18 @@ fn family_id(s: &TableSchema, path: &str, col: &ColumnRef) -> Result<u8> {
     })
 }
 
+/// A timestamp's value, or Hypertable's message naming the statement (`INSERT`, `DELETE`).
+fn nanos_of(ts: &Timestamp, statement: &str) -> Result<i64> {
+    ts.nanos.ok_or_else(|| {
+        ExecError::invalid(format!(
+            "Unable to parse {statement} timestamp - '{}'",
+            ts.text
+        ))
+    })
+}
+
 fn nanos(ts: &Timestamp) -> Result<i64> {
-    ts.nanos
-        .ok_or_else(|| ExecError::invalid(format!("bad timestamp '{}'", ts.text)))
+    nanos_of(ts, "DELETE")
 }
 
 /// The shared cell checks, before anything is sent: a statement is applied whole or not at all.
@@ -65,7 +74,11 @@ pub(super) fn insert(ex: &mut Executor, ins: &Insert) -> Result<()> {
             v.column.qualifier.as_deref().unwrap_or("").as_bytes(),
             value(&v.value),
         );
-        m.timestamp = v.timestamp.as_ref().map(nanos).transpose()?;
+        m.timestamp = v
+            .timestamp
+            .as_ref()
+            .map(|t| nanos_of(t, "INSERT"))
+            .transpose()?;
         check(&path, &m, v.timestamp.as_ref())?;
         cells.push(m);
     }

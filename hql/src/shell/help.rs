@@ -70,7 +70,7 @@ const TOPICS: &[(&str, &str, &str)] = &[
     (
         "insert",
         "INSERT INTO t VALUES ([timestamp,] row, column, value) [, (...)]*",
-        "INSERT INTO table VALUES ([timestamp,] row, family[:qualifier], value) [, (...)]*\n  Timestamps are 'YYYY-MM-DD HH:MM:SS[.nanoseconds]'; GUID() may stand for a row or value.",
+        "INSERT INTO table VALUES ([timestamp,] row, family[:qualifier], value) [, (...)]*\n  Timestamps are 'YYYY-MM-DD[ HH:MM[:SS[.fraction|:ns]]]'; GUID() may stand for a row or value.",
     ),
     (
         "delete",

@@ -41,3 +41,10 @@ SELECT * FROM forms WHERE ROW > 'r3' AND ROW < 'r1';
 SELECT * FROM forms WHERE 'r3' < ROW < 'r1';
 SELECT * FROM forms WHERE 'r3' < ROW < 'r3';
 SELECT * FROM forms WHERE 'r3' <= ROW <= 'r3';
+# Hypertable's timestamp spellings: a fraction of a second, `:N` nanoseconds, a bare date.
+CREATE TABLE stamps (a);
+INSERT INTO stamps VALUES ('2009-02-12 02:12:13.5', 'r', 'a', 'half'), ('2009-02-12 02:12:13:4', 'r', 'a', 'four ns'), ('2009-02-12', 'r', 'a', 'midnight'), ('2009-02-12 02:12:13.123456789123', 'r', 'a', 'truncated');
+SELECT * FROM stamps DISPLAY_TIMESTAMPS;
+SELECT * FROM stamps WHERE TIMESTAMP >= '2009-02-12 02:12:13.5';
+INSERT INTO stamps VALUES ('2009-02-12 02:12:13.5:4', 'r', 'a', 'bad');
+DELETE a FROM stamps WHERE ROW = 'r' TIMESTAMP 'noon';

@@ -196,7 +196,10 @@ fn measure(args: &IndexArgs, mode: &str, client: Arc<dyn Client>) -> anyhow::Res
     // Warm-up, not counted: a full scan of each table (a regex predicate, which no index
     // answers) brings every block into the block cache, as the anchor's "data blocks cached".
     for table in ["t", "u"] {
-        exec(&mut ex, &format!("SELECT * FROM {table} WHERE a =~ /^none$/"))?;
+        exec(
+            &mut ex,
+            &format!("SELECT * FROM {table} WHERE a =~ /^none$/"),
+        )?;
     }
     query(&mut ex, "t", args.values - 1)?;
     query(&mut ex, "u", args.values - 1)?;
