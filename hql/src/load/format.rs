@@ -372,6 +372,19 @@ impl LineParser {
         let want = if timestamps { 4 } else { 3 };
         let (fields, flag) = match fields.len() {
             n if n == want => (fields, CellFlag::Insert),
+            // Hypertable's bare DELETE: the row with no column, else the family, or the cell
+            // when timestamps lead.
+            n if n == want + 1 && fields[want] == b"DELETE" => {
+                let column = fields[want - 2];
+                let flag = if column.is_empty() {
+                    CellFlag::DeleteRow
+                } else if timestamps {
+                    CellFlag::DeleteCell
+                } else {
+                    CellFlag::DeleteColumnFamily
+                };
+                (&fields[..want], flag)
+            }
             n if n == want + 1 => match delete_flag(fields[want]) {
                 Some(f) => (&fields[..want], f),
                 None => {

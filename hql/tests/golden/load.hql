@@ -53,3 +53,10 @@ LOAD DATA INFILE ROW_KEY_COLUMN=id TIMESTAMP_COLUMN=when "$DATA/keys.tsv" INTO F
 CREATE TABLE nolog (a, b);
 LOAD DATA INFILE NO_LOG "$DATA/single.tsv" INTO TABLE nolog;
 SELECT * FROM nolog;
+# Hypertable's bare DELETE flag: no column deletes the row, a column its family, or with
+# timestamps leading, the cell.
+CREATE TABLE bare (a, b);
+LOAD DATA INFILE "$DATA/bare_delete.tsv" INTO TABLE bare;
+SELECT * FROM bare;
+LOAD DATA INFILE "$DATA/bare_delete_ts.tsv" INTO TABLE bare;
+SELECT * FROM bare;
