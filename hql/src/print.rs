@@ -127,7 +127,12 @@ struct Qual<'a>(&'a str);
 
 impl Display for Qual<'_> {
     fn fmt(&self, f: &mut Formatter<'_>) -> fmt::Result {
-        if !self.0.is_empty() && !self.0.starts_with('/') && self.0.chars().all(is_qualifier_char) {
+        // A bare `*` is the whole family (`f:*`), so the qualifier `*` is quoted.
+        if !self.0.is_empty()
+            && !self.0.starts_with('/')
+            && self.0 != "*"
+            && self.0.chars().all(is_qualifier_char)
+        {
             f.write_str(self.0)
         } else {
             Quoted(self.0).fmt(f)
