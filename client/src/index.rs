@@ -572,7 +572,13 @@ pub fn candidate_rows(
             keys_only: true,
             ..ScanSpec::default()
         };
-        let mut scanner = client.scanner(&index_path(path, qualifier), spec)?;
+        // An index table that is gone (dropped by hand, or a REBUILD under way) is no
+        // reason to fail the query: it is answered by a scan.
+        let mut scanner = match client.scanner(&index_path(path, qualifier), spec) {
+            Ok(s) => s,
+            Err(ClientError::TableNotFound(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
         while let Some(c) = scanner.next_cell()? {
             let Some(row) = entry_row(&c.key.row) else {
                 return Err(ClientError::storage(

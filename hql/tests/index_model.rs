@@ -163,3 +163,28 @@ proptest! {
         }
     }
 }
+
+/// An index table removed behind the shell's back (through the client API) does not make the
+/// queries it would have answered fail: they are answered by a scan, with the same rows.
+#[test]
+fn a_missing_index_table_means_a_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    let client =
+        Arc::new(EmbeddedClient::open(dir.path().join("db"), EmbeddedOptions::default()).unwrap());
+    let mut ex = Executor::new(client.clone() as Arc<dyn Client>);
+    run(&mut ex, "CREATE TABLE t (a, b, INDEX a, QUALIFIER INDEX b)");
+    run(
+        &mut ex,
+        "INSERT INTO t VALUES ('r1', 'a', 'x'), ('r2', 'a', 'y'), ('r3', 'b:q', 'z')",
+    );
+    let queries = [
+        "SELECT a FROM t WHERE a = 'y'",
+        "SELECT b FROM t WHERE EXISTS(b:q)",
+    ];
+    let before: Vec<String> = queries.iter().map(|q| run(&mut ex, q)).collect();
+    assert_eq!(before, ["r2\ta\ty\n", "r3\tb:q\tz\n"]);
+    client.drop_table("/^t").unwrap();
+    client.drop_table("/^^t").unwrap();
+    let after: Vec<String> = queries.iter().map(|q| run(&mut ex, q)).collect();
+    assert_eq!(after, before);
+}

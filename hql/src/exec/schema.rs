@@ -661,6 +661,8 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
     // The generation the server gives the altered schema: what changes is marked with it.
     s.generation += 1;
     let mut later: Vec<(bool, &[Definition])> = Vec::new();
+    // INDEX clauses applied as read (their family existed then), not again at the end.
+    let mut set_at_once: Vec<&Definition> = Vec::new();
     for action in &a.actions {
         match action {
             AlterAction::Add(defs) | AlterAction::Modify(defs) => {
@@ -671,6 +673,7 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
                             if s.family(n).is_some() =>
                         {
                             set_index(&mut s, false, d, true)?;
+                            set_at_once.push(d);
                         }
                         Definition::RowKey(_) => return Err(row_key_fixed(&path)),
                         Definition::Iterator(i) if modify => {
@@ -759,10 +762,17 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
                         modified_groups.push(&gd.name);
                         modify_group(&mut s, gd)?;
                     }
-                    Definition::Index(_) | Definition::QualifierIndex(_) => {
+                    // An index on a family that existed when its clause was read was set
+                    // then (the immediate pass); only one on a family added since is left.
+                    Definition::Index(_) | Definition::QualifierIndex(_)
+                        if !set_at_once.iter().any(|&x| std::ptr::eq(x, d)) =>
+                    {
                         set_index(&mut s, false, d, true)?;
                     }
-                    Definition::Iterator(_) | Definition::RowKey(_) => {}
+                    Definition::Index(_)
+                    | Definition::QualifierIndex(_)
+                    | Definition::Iterator(_)
+                    | Definition::RowKey(_) => {}
                 }
             }
         } else {
@@ -781,10 +791,8 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
                 }
             }
             for d in defs {
-                if let Definition::Index(n) | Definition::QualifierIndex(n) = d {
-                    let already = old.family(n).is_some_and(|f| !f.deleted)
-                        && s.family(n).map(|f| f.id) == old.family(n).map(|f| f.id);
-                    if !already {
+                if let Definition::Index(_) | Definition::QualifierIndex(_) = d {
+                    if !set_at_once.iter().any(|&x| std::ptr::eq(x, d)) {
                         set_index(&mut s, false, d, true)?;
                     }
                 }

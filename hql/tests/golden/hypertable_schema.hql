@@ -45,8 +45,14 @@ ALTER TABLE Users DROP (visits);
 ALTER TABLE Users RENAME COLUMN FAMILY (nothere, x);
 ALTER TABLE Users DROP INDEX (nothere);
 ALTER TABLE Users ADD (INDEX email);
+ALTER TABLE Users MODIFY (INDEX email);
 ALTER TABLE Users ADD (x) DROP (nothere);
 SHOW CREATE TABLE Users;
 # An ALTER that changes nothing succeeds.
 ALTER TABLE Users DROP INDEX (age);
+# An index set on an existing family by MODIFY, and one on a family renamed in the same
+# statement: both are set once, where the clause is read.
+ALTER TABLE Users MODIFY (QUALIFIER INDEX email);
+ALTER TABLE Users RENAME COLUMN FAMILY (age, years) ADD (INDEX years);
+SHOW CREATE TABLE Users;
 ALTER TABLE web_pages MODIFY (title TIME_ORDER desc TTL 172800);
