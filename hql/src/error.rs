@@ -159,3 +159,87 @@ fn first_chars(s: &str, n: usize) -> (&str, bool) {
 }
 
 impl std::error::Error for ParseError {}
+
+impl ParseError {
+    /// Hypertable's message for this error: a semantic one as it is, else `parse error at:
+    /// <rest of the statement> (<statement>)`, the statement without its `;`.
+    pub fn hypertable_message(&self) -> String {
+        if let Some(m) = &self.message {
+            return m.clone();
+        }
+        let stmt = self.statement.trim_end().trim_end_matches(';');
+        let mut at = self.statement_offset.min(stmt.len());
+        while !stmt.is_char_boundary(at) {
+            at -= 1;
+        }
+        // Hypertable's shell joins a statement's lines, each trimmed, with one space.
+        let joined = |s: &str| -> String {
+            s.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        format!("parse error at: {} ({})", joined(&stmt[at..]), joined(stmt))
+    }
+}
+
+/// Hypertable's error codes, for the `Hypertable CRITICAL - <text> (<message>)` lines the shell
+/// prints in `--test-mode` (HYPERTABLE-FORMATS.md §5 and §8). Each error ht reports carries
+/// the code Hypertable gives the same failure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    HqlBadCommand,
+    HqlParseError,
+    HqlBadLoadFileFormat,
+    BadSchema,
+    SchemaParseError,
+    TooManyColumns,
+    IncompatibleOptions,
+    BadValue,
+    SyntaxError,
+    BadKey,
+    BadScanSpec,
+    TableNotFound,
+    MasterTableExists,
+    NameAlreadyInUse,
+    NamespaceDoesNotExist,
+    NamespaceExists,
+    DirNotEmpty,
+    UnsupportedOperation,
+    InvalidOperation,
+    InvalidColumnFamily,
+    FileNotFound,
+    /// An input or output failure (a file, the database's storage, the network).
+    IoError,
+}
+
+impl Code {
+    /// Hypertable's text for the code (its `Error::get_text`).
+    pub fn text(self) -> &'static str {
+        match self {
+            Code::HqlBadCommand => "HQL bad command",
+            Code::HqlParseError => "HYPERTABLE HQL parse error",
+            Code::HqlBadLoadFileFormat => "HQL bad load file format",
+            Code::BadSchema => "HYPERTABLE bad schema",
+            Code::SchemaParseError => "HYPERTABLE schema parse error",
+            Code::TooManyColumns => "HYPERTABLE too many columns",
+            Code::IncompatibleOptions => "HYPERTABLE incompatible options",
+            Code::BadValue => "HYPERTABLE bad value",
+            Code::SyntaxError => "HYPERTABLE syntax error",
+            Code::BadKey => "HYPERTABLE bad key",
+            Code::BadScanSpec => "HYPERTABLE bad scan specification",
+            Code::TableNotFound => "HYPERTABLE table does not exist",
+            Code::MasterTableExists => "MASTER table exists",
+            Code::NameAlreadyInUse => "HYPERTABLE name already in use",
+            Code::NamespaceDoesNotExist => "HYPERTABLE namespace does not exist",
+            Code::NamespaceExists => "HYPERTABLE namespace exists",
+            Code::DirNotEmpty => "HYPERSPACE directory not empty",
+            Code::UnsupportedOperation => "HYPERTABLE unsupported operation",
+            Code::InvalidOperation => "HYPERTABLE invalid operation",
+            Code::InvalidColumnFamily => "RANGE SERVER invalid column family",
+            Code::FileNotFound => "HYPERTABLE file not found",
+            Code::IoError => "HYPERTABLE local i/o error",
+        }
+    }
+}

@@ -16,7 +16,7 @@ pub mod shell;
 mod timestamp;
 
 pub use ast::Statement;
-pub use error::ParseError;
+pub use error::{Code, ParseError};
 pub use parser::token::is_keyword;
 pub use parser::{
     is_qualifier_char, parse_bloom_text, parse_key_spec, parse_script, parse_statement,

@@ -156,13 +156,34 @@ impl fmt::Display for LoadReport {
 #[error("{message}")]
 pub struct LoadError {
     pub message: String,
+    /// The code Hypertable gives the failure.
+    pub code: crate::error::Code,
+    /// Hypertable's message where it differs from ht's (a missing file: its name; an error
+    /// at a line: `line number N`).
+    pub hypertable: Option<String>,
 }
 
 impl LoadError {
     fn new(message: impl Into<String>) -> Self {
         Self {
             message: message.into(),
+            code: crate::error::Code::HqlBadLoadFileFormat,
+            hypertable: None,
         }
+    }
+
+    fn coded(code: crate::error::Code, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            ..Self::new(message)
+        }
+    }
+
+    /// The message of Hypertable's error line.
+    pub fn hypertable_message(&self) -> String {
+        self.hypertable
+            .clone()
+            .unwrap_or_else(|| self.message.clone())
     }
 }
 
@@ -220,10 +241,13 @@ pub fn load_data_with(
     let (families, mut sink): (Families, Box<dyn Sink>) = match &stmt.target {
         LoadTarget::Table(t) => {
             let path = table_path(ctx.namespace, t);
-            let schema = ctx
-                .client
-                .table_schema(&path)
-                .map_err(|e| LoadError::new(e.to_string()))?;
+            let schema = ctx.client.table_schema(&path).map_err(|e| {
+                let (code, hypertable) = crate::exec::hypertable_client_error(&e);
+                LoadError {
+                    hypertable: Some(hypertable),
+                    ..LoadError::coded(code, e.to_string())
+                }
+            })?;
             if let Some(k) = &schema.row_key {
                 if opts.row_uniquify_chars.is_some_and(|n| n > 0) {
                     return Err(LoadError::new(format!(
@@ -276,8 +300,17 @@ pub fn load_data_with(
             }
             DataSource::File(name) => {
                 let path = local_path(name)?;
-                let f = std::fs::File::open(path)
-                    .map_err(|e| LoadError::new(format!("cannot open '{name}': {e}")))?;
+                let f = std::fs::File::open(path).map_err(|e| LoadError {
+                    hypertable: Some(name.clone()),
+                    ..LoadError::coded(
+                        if e.kind() == std::io::ErrorKind::NotFound {
+                            crate::error::Code::FileNotFound
+                        } else {
+                            crate::error::Code::IoError
+                        },
+                        format!("cannot open '{name}': {e}"),
+                    )
+                })?;
                 let size = f.metadata().ok().map(|m| m.len());
                 let r = Counting {
                     inner: f,
@@ -405,7 +438,10 @@ pub fn load_data_with(
                 Some(at) => format!("{loaded}; the error is at line {at}"),
                 None => format!("{loaded}; later lines may be partly loaded"),
             };
-            Err(LoadError::new(format!("{}; {tail}", f.message)))
+            Err(LoadError {
+                hypertable: f.at_line.map(|at| format!("line number {at}")),
+                ..LoadError::new(format!("{}; {tail}", f.message))
+            })
         }
     }
 }

@@ -15,6 +15,7 @@ use std::time::Instant;
 use client::Client;
 
 use crate::ast::Statement;
+use crate::error::Code;
 use crate::exec::{ExecError, Executor};
 use crate::parse_statement;
 
@@ -291,7 +292,8 @@ impl Splitter {
 pub struct Shell {
     exec: Executor,
     opts: ShellOptions,
-    had_error: bool,
+    /// Failed statements so far.
+    errors: u64,
     depth: usize,
 }
 
@@ -312,7 +314,7 @@ impl Shell {
         Ok(Self {
             exec,
             opts,
-            had_error: false,
+            errors: 0,
             depth: 0,
         })
     }
@@ -324,7 +326,7 @@ impl Shell {
 
     /// True once any statement has failed.
     pub fn had_error(&self) -> bool {
-        self.had_error
+        self.errors > 0
     }
 
     /// Runs the statements in `text`.
@@ -353,13 +355,21 @@ impl Shell {
                     return Flow::Failed;
                 }
             };
-            if self.opts.test_mode {
-                let _ = writeln!(out, "{}", line.trim_start());
+            // Hypertable's shell echoes each line, trimmed, except one starting with quit.
+            if self.opts.test_mode && !line.trim().starts_with("quit") {
+                let _ = writeln!(out, "{}", line.trim());
             }
+            let errors = self.errors;
             for stmt in split.push_line(&line) {
                 match self.run_statement(&stmt, out, err) {
                     Flow::Continue => {}
                     f => return f,
+                }
+                // As in Hypertable's shell, a failed statement drops the rest of its line
+                // and a statement begun on it.
+                if self.errors > errors {
+                    split = Splitter::default();
+                    break;
                 }
             }
             if split.buf.len() > self.opts.max_statement_bytes {
@@ -380,10 +390,25 @@ impl Shell {
         Flow::Continue
     }
 
+    /// Reports a failure of the shell itself (its input, a sourced file, a limit).
     fn report(&mut self, msg: &str, out: &mut dyn Write, err: &mut dyn Write) {
-        self.had_error = true;
+        self.report_coded(Code::IoError, msg, msg, out, err);
+    }
+
+    /// Reports a failure: in test mode as Hypertable's shell prints it, on stdout
+    /// (`Hypertable CRITICAL - <code text> (<Hypertable's message>)`), else ht's message on
+    /// stderr as `Error: ...`.
+    fn report_coded(
+        &mut self,
+        code: Code,
+        hypertable: &str,
+        msg: &str,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) {
+        self.errors += 1;
         if self.opts.test_mode {
-            let _ = writeln!(out, "Error: {msg}");
+            let _ = writeln!(out, "Hypertable CRITICAL - {} ({hypertable})", code.text());
         } else {
             let _ = out.flush();
             let _ = writeln!(err, "Error: {msg}");
@@ -391,7 +416,18 @@ impl Shell {
     }
 
     fn fail(&mut self, msg: &str, out: &mut dyn Write, err: &mut dyn Write) -> Flow {
-        self.report(msg, out, err);
+        self.fail_coded(Code::IoError, msg, msg, out, err)
+    }
+
+    fn fail_coded(
+        &mut self,
+        code: Code,
+        hypertable: &str,
+        msg: &str,
+        out: &mut dyn Write,
+        err: &mut dyn Write,
+    ) -> Flow {
+        self.report_coded(code, hypertable, msg, out, err);
         if self.opts.batch && !self.opts.test_mode {
             Flow::Failed
         } else {
@@ -403,7 +439,16 @@ impl Shell {
     pub fn run_statement(&mut self, text: &str, out: &mut dyn Write, err: &mut dyn Write) -> Flow {
         let stmt = match parse_statement(text) {
             Ok(s) => s,
-            Err(e) => return self.fail(&e.to_string(), out, err),
+            Err(e) => {
+                let msg = e.to_string();
+                return self.fail_coded(
+                    Code::HqlParseError,
+                    &e.hypertable_message(),
+                    &msg,
+                    out,
+                    err,
+                );
+            }
         };
         match stmt {
             Statement::Quit => Flow::Quit,
@@ -413,8 +458,9 @@ impl Shell {
                     Flow::Continue
                 }
                 None => {
-                    let msg = format!("no help for '{}'", topic.unwrap_or_default());
-                    self.fail(&msg, out, err)
+                    // Hypertable's answer: output, not an error.
+                    let _ = writeln!(out, "\nno help for '{}'", topic.unwrap_or_default());
+                    Flow::Continue
                 }
             },
             Statement::Source(file) => self.source(&file, out, err),
@@ -459,8 +505,15 @@ impl Shell {
                             if let Some(r) = &s.report {
                                 let _ = writeln!(err, "{r}");
                             }
-                        } else if let Some(r) = &self.exec.summary().report {
-                            // Test mode: the load's counts without its timings.
+                        } else if let Some(r) = self
+                            .exec
+                            .summary()
+                            .report
+                            .as_ref()
+                            .filter(|r| r.skipped_lines > 0)
+                        {
+                            // Test mode: a load prints nothing, as in Hypertable, unless
+                            // --skip-bad-lines skipped lines: then its counts and the lines.
                             let _ = writeln!(
                                 out,
                                 "Loaded {} cells from {} lines; {} lines skipped",
@@ -481,7 +534,10 @@ impl Shell {
                     {
                         Flow::Quit
                     }
-                    Err(e) => self.fail(&e.to_string(), out, err),
+                    Err(e) => {
+                        let (code, hypertable) = e.hypertable();
+                        self.fail_coded(code, &hypertable, &e.to_string(), out, err)
+                    }
                 }
             }
         }

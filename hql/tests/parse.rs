@@ -579,16 +579,36 @@ fn select_row_predicates() {
             row(RelOp::Eq, "x"),
         ])]
     );
-    let s = select(
-        "SELECT * FROM t WHERE ROW >= 'a' AND ROW <= \"b\" AND ROW > 'c' AND ROW < 'd' AND ROW == 'e' AND ROW REGEXP \"^a.*\\d\"",
-    );
-    assert_eq!(s.predicates.len(), 6);
+    let s = select("SELECT * FROM t WHERE ROW >= 'a' AND ROW <= \"b\" AND ROW REGEXP \"^a.*\\d\"");
+    assert_eq!(s.predicates.len(), 3);
     assert_eq!(s.predicates[0], Predicate::Row(vec![row(RelOp::Ge, "a")]));
     assert_eq!(s.predicates[1], Predicate::Row(vec![row(RelOp::Le, "b")]));
-    assert_eq!(s.predicates[2], Predicate::Row(vec![row(RelOp::Gt, "c")]));
-    assert_eq!(s.predicates[3], Predicate::Row(vec![row(RelOp::Lt, "d")]));
-    assert_eq!(s.predicates[4], Predicate::Row(vec![row(RelOp::Eq, "e")]));
-    assert_eq!(s.predicates[5], Predicate::RowRegexp("^a.*\\d".into()));
+    assert_eq!(s.predicates[2], Predicate::RowRegexp("^a.*\\d".into()));
+    let s = select("SELECT * FROM t WHERE ROW > 'c' AND ROW < 'd'");
+    assert_eq!(s.predicates[0], Predicate::Row(vec![row(RelOp::Gt, "c")]));
+    assert_eq!(s.predicates[1], Predicate::Row(vec![row(RelOp::Lt, "d")]));
+    assert_eq!(
+        select("SELECT * FROM t WHERE ROW == 'e'").predicates[0],
+        Predicate::Row(vec![row(RelOp::Eq, "e")])
+    );
+    // Hypertable's rule: ANDed ROW predicates bound each side of the interval once.
+    for bad in [
+        "SELECT * FROM t WHERE ROW > 'a' AND ROW >= 'b'",
+        "SELECT * FROM t WHERE ROW <= 'a' AND ROW < 'b'",
+        "SELECT * FROM t WHERE ROW = 'a' AND ROW < 'b'",
+        "SELECT * FROM t WHERE ROW =^ 'a' AND ROW > 'b'",
+        "SELECT * FROM t WHERE 'a' < ROW < 'c' AND ROW > 'b'",
+    ] {
+        assert_eq!(
+            err(bad).message.as_deref(),
+            Some("Bad row expressions."),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        err("SELECT * FROM t WHERE 'x' =^ ROW").message.as_deref(),
+        Some("Bad use of operator (=^)")
+    );
 }
 
 #[test]
@@ -621,8 +641,20 @@ fn select_cell_timestamp_value_predicates() {
     };
     assert_eq!(cells.len(), 2);
     assert_eq!(s2.predicates[1], Predicate::ValueRegexp("v.*".into()));
-    let e = err("SELECT * FROM t WHERE TIMESTAMP > '2008' AND TIMESTAMP < '2009'");
-    assert!(e.message.unwrap().contains("only one TIMESTAMP"));
+    // Each side of the time range is set once (Hypertable's rule).
+    let s3 = select("SELECT * FROM t WHERE TIMESTAMP > '2008' AND TIMESTAMP < '2009'");
+    assert_eq!(s3.predicates.len(), 2);
+    for bad in [
+        "SELECT * FROM t WHERE TIMESTAMP > '2008' AND TIMESTAMP >= '2009'",
+        "SELECT * FROM t WHERE TIMESTAMP = '2008' AND TIMESTAMP < '2009'",
+        "SELECT * FROM t WHERE '2007' < TIMESTAMP < '2010' AND TIMESTAMP < '2009'",
+    ] {
+        assert_eq!(
+            err(bad).message.as_deref(),
+            Some("Bad timestamp expression"),
+            "{bad}"
+        );
+    }
 }
 
 #[test]
@@ -673,13 +705,13 @@ fn select_option_errors() {
     let e = err("SELECT * FROM t OFFSET 1 CELL_OFFSET 2");
     assert_eq!(
         e.message.as_deref(),
-        Some("OFFSET and CELL_OFFSET cannot be combined")
+        Some("SELECT CELL_OFFSET predicate not allowed in combination with OFFSET.")
     );
     assert_eq!(e.column, 26);
     let e = err("SELECT * FROM t LIMIT 1 LIMIT 2");
     assert_eq!(
         e.message.as_deref(),
-        Some("Multiple specifications of LIMIT option")
+        Some("SELECT LIMIT predicate multiply defined.")
     );
     let e = err("SELECT * FROM t LIMIT x");
     assert_eq!(e.expected, "'=' or number");

@@ -289,7 +289,10 @@ fn start_status_stop() {
         .output()
         .expect("ht shell");
     let text = String::from_utf8_lossy(&shell.stdout);
-    assert!(!text.contains("Error"), "{text}");
+    assert!(
+        !text.contains("Error") && !text.contains("CRITICAL"),
+        "{text}"
+    );
     assert!(text.contains("mode\tcluster\n"), "{text}");
     assert!(text.contains("range_servers\t1\n"), "{text}");
     assert!(text.contains("root_location\trs1\n"), "{text}");

@@ -473,16 +473,17 @@ impl Model {
         let mut cur: Option<String> = None;
         let mut passed = 0;
         for c in cells {
+            // Cells skipped by CELL_OFFSET start no row.
+            if passed < d.cell_offset {
+                passed += 1;
+                continue;
+            }
             if cur.as_deref() != Some(c.0.as_str()) {
                 cur = Some(c.0.clone());
                 rows += 1;
                 if d.row_limit > 0 && rows > d.row_limit {
                     break;
                 }
-            }
-            passed += 1;
-            if passed <= d.cell_offset {
-                continue;
             }
             if d.cell_limit > 0 && res.len() as u64 >= d.cell_limit {
                 break;

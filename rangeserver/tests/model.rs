@@ -378,6 +378,11 @@ impl Model {
         let mut cur_row: Option<String> = None;
         let mut passed = 0;
         for c in all {
+            // Cells skipped by CELL_OFFSET start no row.
+            if passed < d.cell_offset {
+                passed += 1;
+                continue;
+            }
             if cur_row.as_deref() != Some(c.0.as_str()) {
                 cur_row = Some(c.0.clone());
                 rows_started += 1;
@@ -386,10 +391,6 @@ impl Model {
                 }
             }
             if rows_started <= d.row_offset {
-                continue;
-            }
-            passed += 1;
-            if passed <= d.cell_offset {
                 continue;
             }
             if d.cell_limit > 0 && res.len() as u64 >= d.cell_limit {

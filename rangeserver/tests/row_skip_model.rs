@@ -161,6 +161,11 @@ impl Desc {
             {
                 continue;
             }
+            // Cells skipped by CELL_OFFSET start no row.
+            if cells_passed < self.cell_offset {
+                cells_passed += 1;
+                continue;
+            }
             if last_row.as_deref() != Some(c.0.as_str()) {
                 last_row = Some(c.0.clone());
                 rows_started += 1;
@@ -169,10 +174,6 @@ impl Desc {
                 break;
             }
             if rows_started <= self.row_offset {
-                continue;
-            }
-            cells_passed += 1;
-            if cells_passed <= self.cell_offset {
                 continue;
             }
             if self.cell_limit > 0 && cells_returned >= self.cell_limit {

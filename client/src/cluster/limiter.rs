@@ -26,6 +26,8 @@ pub(super) struct Limiter {
     cells_passed: u64,
     cells_returned: u64,
     cur_row: Option<Vec<u8>>,
+    /// Whether `cur_row` counted as a row (a cell of it passed CELL_OFFSET).
+    row_counted: bool,
     /// The last cell judged: family, qualifier (its row is `cur_row`) and versions judged.
     last_cell: Option<(u8, Vec<u8>, u64)>,
     /// Cells judged in all.
@@ -58,6 +60,7 @@ impl Limiter {
             cells_passed: 0,
             cells_returned: 0,
             cur_row: None,
+            row_counted: false,
             last_cell: None,
             judged: 0,
             resuming: None,
@@ -172,6 +175,15 @@ impl Limiter {
             let cur = self.cur_row.get_or_insert_with(Vec::new);
             cur.clear();
             cur.extend_from_slice(row);
+            self.row_counted = false;
+        }
+        // Cells skipped by CELL_OFFSET start no row (the engine's rule).
+        if self.cells_passed < self.cell_offset {
+            self.cells_passed += 1;
+            return Verdict::Skip;
+        }
+        if !self.row_counted {
+            self.row_counted = true;
             self.rows_started += 1;
             if self.row_limit > 0
                 && self.rows_started > self.row_offset.saturating_add(self.row_limit)
@@ -180,10 +192,6 @@ impl Limiter {
             }
         }
         if self.rows_started <= self.row_offset {
-            return Verdict::Skip;
-        }
-        self.cells_passed += 1;
-        if self.cells_passed <= self.cell_offset {
             return Verdict::Skip;
         }
         if self.cell_limit > 0 && self.cells_returned >= self.cell_limit {
@@ -210,9 +218,10 @@ mod tests {
         PackedCells::new(buf.into(), cells.len() as u32)
     }
 
-    /// What the engine's rule takes: skip `row_offset` rows, then `row_limit` rows; of their
-    /// cells skip `cell_offset`, then `cell_limit` (0: no limit).
+    /// What the engine's rule takes: skip `cell_offset` cells (they start no row), then
+    /// `row_offset` rows, then `row_limit` rows; of their cells `cell_limit` (0: no limit).
     fn engine_rule(cells: &[Cell], spec: &ScanSpec) -> Vec<Cell> {
+        let cells: Vec<&Cell> = cells.iter().skip(spec.cell_offset as usize).collect();
         let mut rows: Vec<&Vec<u8>> = cells.iter().map(|c| &c.key.row).collect();
         rows.dedup();
         let no_limit = |n: u64| if n == 0 { usize::MAX } else { n as usize };
@@ -222,9 +231,8 @@ mod tests {
             .take(no_limit(spec.row_limit))
             .collect();
         cells
-            .iter()
+            .into_iter()
             .filter(|c| kept.contains(&&c.key.row))
-            .skip(spec.cell_offset as usize)
             .take(no_limit(spec.cell_limit))
             .cloned()
             .collect()

@@ -85,7 +85,7 @@ pub(super) fn select(
     for mut spec in specs {
         spec.aggregate = Some(agg.clone());
         let part = ex.client.aggregate(&path, spec)?;
-        partial.merge(&part).map_err(ExecError::Invalid)?;
+        partial.merge(&part).map_err(ExecError::invalid)?;
     }
     let mut values = Vec::with_capacity(aggregates.len());
     for a in aggregates {
@@ -99,7 +99,7 @@ pub(super) fn select(
                 partial.render(function(*func), at, &column.to_string())
             }
         };
-        values.push(v.map_err(ExecError::Invalid)?);
+        values.push(v.map_err(ExecError::invalid)?);
     }
     let separator = sel.options.field_separator.as_deref().unwrap_or("\t");
     writeln!(out, "{}", values.join(separator))?;

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use client::{Client, ClientError, CompactionKind};
 
 use crate::ast::{CompactTarget, CompactionType, Statement};
+use crate::error::Code;
 pub use keyset::KeySetLimits;
 
 use crate::load::{LoadContext, LoadLimits, load_data_with};
@@ -31,9 +32,14 @@ pub enum ExecError {
     /// A failure reported by the database.
     #[error("{0}")]
     Client(#[from] ClientError),
-    /// A statement that cannot be applied as written.
-    #[error("{0}")]
-    Invalid(String),
+    /// A statement that cannot be applied as written, with the code Hypertable gives it and
+    /// Hypertable's message where it differs from ht's.
+    #[error("{message}")]
+    Invalid {
+        code: Code,
+        message: String,
+        hypertable: Option<String>,
+    },
     /// Writing the output (or an INTO FILE file) failed.
     #[error("{context}: {source}")]
     Io {
@@ -46,8 +52,46 @@ pub enum ExecError {
 }
 
 impl ExecError {
+    /// A statement Hypertable would call a bad command (HQL_BAD_COMMAND).
     pub(crate) fn invalid(msg: impl Into<String>) -> Self {
-        Self::Invalid(msg.into())
+        Self::coded(Code::HqlBadCommand, msg)
+    }
+
+    pub(crate) fn coded(code: Code, msg: impl Into<String>) -> Self {
+        Self::Invalid {
+            code,
+            message: msg.into(),
+            hypertable: None,
+        }
+    }
+
+    /// A failure whose message in Hypertable (`hypertable`) differs from ht's (`msg`).
+    pub(crate) fn with_hypertable(
+        code: Code,
+        hypertable: impl Into<String>,
+        msg: impl Into<String>,
+    ) -> Self {
+        Self::Invalid {
+            code,
+            message: msg.into(),
+            hypertable: Some(hypertable.into()),
+        }
+    }
+
+    /// The code and message Hypertable's shell prints for this failure (in `--test-mode`, as
+    /// `Hypertable CRITICAL - <code text> (<message>)`). Names are Hypertable's: without the
+    /// leading `/`.
+    pub fn hypertable(&self) -> (Code, String) {
+        match self {
+            Self::Client(e) => hypertable_client_error(e),
+            Self::Invalid {
+                code,
+                message,
+                hypertable,
+            } => (*code, hypertable.clone().unwrap_or_else(|| message.clone())),
+            e @ Self::Io { .. } => (Code::IoError, e.to_string()),
+            Self::Load(e) => (e.code, e.hypertable_message()),
+        }
     }
 }
 
@@ -57,6 +101,20 @@ impl From<std::io::Error> for ExecError {
             context: "cannot write the output".into(),
             source,
         }
+    }
+}
+
+/// The code and message Hypertable gives a failure the database reported.
+pub fn hypertable_client_error(e: &ClientError) -> (Code, String) {
+    let name = |p: &str| p.trim_start_matches('/').to_string();
+    match e {
+        ClientError::TableNotFound(p) => (Code::TableNotFound, name(p)),
+        ClientError::TableExists(p) => (Code::MasterTableExists, name(p)),
+        ClientError::NamespaceNotFound(p) => (Code::NamespaceDoesNotExist, name(p)),
+        ClientError::NamespaceExists(p) => (Code::NamespaceExists, name(p)),
+        ClientError::NamespaceNotEmpty(p) => (Code::DirNotEmpty, name(p)),
+        ClientError::InvalidInput(m) => (Code::HqlBadCommand, m.clone()),
+        e @ ClientError::Storage { .. } => (Code::IoError, e.to_string()),
     }
 }
 

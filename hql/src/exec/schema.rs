@@ -1,6 +1,7 @@
 //! CREATE TABLE and ALTER TABLE to a [`TableSchema`] (table and group defaults resolved into
 //! each family), and a schema back to HQL (SHOW CREATE TABLE) and XML (DESCRIBE TABLE).
 
+use crate::error::Code;
 use client::ClientError;
 use common::iterators::{CombinerSpec, IterScope, IteratorSpec};
 use common::schema::{
@@ -22,7 +23,10 @@ const MAX_FAMILY_ID: u32 = 255;
 /// made and dropped with their primary table only).
 pub(super) fn check_not_index_name(path: &str) -> Result<()> {
     if client::index::is_index_name(path) {
-        return Err(ExecError::invalid("Invalid table name character '^'"));
+        return Err(ExecError::coded(
+            Code::SyntaxError,
+            "Invalid table name character '^'",
+        ));
     }
     Ok(())
 }
@@ -151,17 +155,20 @@ fn apply_group(g: &mut AccessGroupSpec, o: &AccessGroupOptions) {
 }
 
 fn schema_error(path: &str, e: common::schema::SchemaError) -> ExecError {
-    ExecError::invalid(format!("table '{path}': {e}"))
+    ExecError::coded(Code::BadSchema, format!("table '{path}': {e}"))
 }
 
 /// Column options as written, TTL in seconds.
 fn column_set(o: &ColumnOptions, family: &str) -> Result<ColumnOptionsSet> {
     let ttl_secs = match &o.ttl {
         Some(t) => Some(t.seconds().ok_or_else(|| {
-            ExecError::invalid(format!(
-                "TTL '{}' of column family '{family}' is too large",
-                t.amount
-            ))
+            ExecError::coded(
+                Code::BadValue,
+                format!(
+                    "TTL '{}' of column family '{family}' is too large",
+                    t.amount
+                ),
+            )
         })?),
         None => None,
     };
@@ -370,9 +377,10 @@ fn build(path: &str, defs: &[Definition], opts: &TableOptions) -> Result<TableSc
 }
 
 fn too_many_families() -> ExecError {
-    ExecError::invalid(format!(
-        "Attempt to add > {MAX_FAMILY_ID} column families to table"
-    ))
+    ExecError::coded(
+        Code::TooManyColumns,
+        format!("Attempt to add > {MAX_FAMILY_ID} column families to table"),
+    )
 }
 
 /// Applies `INDEX f` / `QUALIFIER INDEX f` (other definitions are ignored); an index given
@@ -624,10 +632,13 @@ fn modify_group(s: &mut TableSchema, gd: &AccessGroupDef) -> Result<()> {
 /// ADD of an access group with its (new) families.
 fn add_group(s: &mut TableSchema, gd: &AccessGroupDef, defs: &[Definition]) -> Result<()> {
     if s.access_groups.iter().any(|g| g.name == gd.name) {
-        return Err(ExecError::invalid(format!(
-            "Attempt to add access group '{}' which already exists",
-            gd.name
-        )));
+        return Err(ExecError::coded(
+            Code::BadSchema,
+            format!(
+                "Attempt to add access group '{}' which already exists",
+                gd.name
+            ),
+        ));
     }
     let defaults = table_set(s);
     let mut g = AccessGroupSpec::new(gd.name.clone());
@@ -791,10 +802,10 @@ pub(super) fn alter_table(ex: &mut Executor, a: &AlterTable) -> Result<()> {
                 }
             }
             for d in defs {
-                if let Definition::Index(_) | Definition::QualifierIndex(_) = d {
-                    if !set_at_once.iter().any(|&x| std::ptr::eq(x, d)) {
-                        set_index(&mut s, false, d, true)?;
-                    }
+                if let Definition::Index(_) | Definition::QualifierIndex(_) = d
+                    && !set_at_once.iter().any(|&x| std::ptr::eq(x, d))
+                {
+                    set_index(&mut s, false, d, true)?;
                 }
             }
             add_iterators(&mut s, &path, &iterator_defs(defs))?;

@@ -5,6 +5,7 @@
 //! so only the cells of matching rows cross the network, and LIMIT, OFFSET, CELL_LIMIT and
 //! CELL_OFFSET count what is returned (per row or cell interval, as every limit in ht).
 
+use crate::error::Code;
 use std::io::{BufWriter, Write};
 use std::ops::Bound;
 
@@ -48,9 +49,14 @@ fn regex(re: &str, what: &str) -> Result<Regex> {
 
 fn family_id(s: &TableSchema, path: &str, name: &str) -> Result<u8> {
     s.family(name).map(|f| f.id).ok_or_else(|| {
-        ExecError::invalid(format!(
-            "column family '{name}' does not exist in table '{path}'"
-        ))
+        ExecError::with_hypertable(
+            Code::InvalidColumnFamily,
+            format!(
+                "Table= {} , Column family={name}",
+                path.trim_start_matches('/')
+            ),
+            format!("column family '{name}' does not exist in table '{path}'"),
+        )
     })
 }
 
@@ -136,14 +142,40 @@ fn check_row_interval(start: &Bound<Vec<u8>>, end: &Bound<Vec<u8>>) -> Result<()
         _ => return Ok(()),
     };
     if s > e {
-        return Err(ExecError::invalid(format!(
-            "start_row ({}) > end_row ({})",
-            String::from_utf8_lossy(s),
-            String::from_utf8_lossy(e)
-        )));
+        return Err(ExecError::coded(
+            Code::BadScanSpec,
+            format!(
+                "start_row ({}) > end_row ({})",
+                String::from_utf8_lossy(s),
+                String::from_utf8_lossy(e)
+            ),
+        ));
     }
     if s == e && !both_in {
-        return Err(ExecError::invalid("empty row interval"));
+        return Err(ExecError::coded(Code::BadScanSpec, "empty row interval"));
+    }
+    Ok(())
+}
+
+/// Hypertable's checks of a cell interval ("bad scan specification"): rows in order, then
+/// cells in order, and not empty.
+fn check_cell_interval(start: &Bound<CellPos>, end: &Bound<CellPos>) -> Result<()> {
+    let (s, e, both_in) = match (start, end) {
+        (Bound::Included(s), Bound::Included(e)) => (s, e, true),
+        (Bound::Included(s) | Bound::Excluded(s), Bound::Included(e) | Bound::Excluded(e)) => {
+            (s, e, false)
+        }
+        _ => return Ok(()),
+    };
+    let bad = |m: &str| Err(ExecError::coded(Code::BadScanSpec, m));
+    if s.row > e.row {
+        return bad("start_row > end_row");
+    }
+    if s > e {
+        return bad("start_cell > end_cell");
+    }
+    if s == e && !both_in {
+        return bad("empty cell interval");
     }
     Ok(())
 }
@@ -283,8 +315,12 @@ fn column_selectors(s: &TableSchema, path: &str, cols: &Columns) -> Result<Vec<C
 }
 
 fn timestamp_nanos(ts: &ast::Timestamp) -> Result<i64> {
-    ts.nanos
-        .ok_or_else(|| ExecError::invalid(format!("Unable to parse timestamp - '{}'", ts.text)))
+    ts.nanos.ok_or_else(|| {
+        ExecError::coded(
+            Code::HqlParseError,
+            format!("Unable to parse timestamp - '{}'", ts.text),
+        )
+    })
 }
 
 /// Narrows `[start, end)` by `TIMESTAMP op ts`.
@@ -300,8 +336,10 @@ fn apply_time(spec: &mut ScanSpec, op: RelOp, ts: i64) -> Result<()> {
         RelOp::Gt => spec.time_start = spec.time_start.max(after),
         RelOp::Ge => spec.time_start = spec.time_start.max(ts),
         RelOp::StartsWith => {
-            return Err(ExecError::invalid(
-                "=^ cannot be used with TIMESTAMP".to_string(),
+            return Err(ExecError::with_hypertable(
+                Code::HqlParseError,
+                "Bad timestamp operator (=^)",
+                "=^ cannot be used with TIMESTAMP",
             ));
         }
     }
@@ -348,7 +386,11 @@ pub(super) fn build_query(
             Predicate::Cell(list) => {
                 let new = list
                     .iter()
-                    .map(|c| cell_interval(s, path, c).map(|i| (i.start, i.end)))
+                    .map(|c| {
+                        let i = cell_interval(s, path, c)?;
+                        check_cell_interval(&i.start, &i.end)?;
+                        Ok((i.start, i.end))
+                    })
                     .collect::<Result<Vec<_>>>()?;
                 cells = Some(and_intervals(cells, new));
             }
@@ -400,7 +442,9 @@ pub(super) fn build_query(
         parts_note = Some(note);
     }
     if rows.is_some() && cells.is_some() {
-        return Err(ExecError::invalid(
+        return Err(ExecError::with_hypertable(
+            Code::BadScanSpec,
+            "row spec excludes cells",
             "ROW and CELL predicates cannot be combined in one query",
         ));
     }
@@ -531,6 +575,43 @@ pub(super) fn with_options(mut spec: ScanSpec, o: &ast::SelectOptions) -> ScanSp
     spec
 }
 
+/// Hypertable gives each row or cell interval its own scanner and runs them in the order they
+/// are written, one after the other: results are concatenated, an overlap returns its cells
+/// again, and the limits count per interval (HYPERTABLE-FORMATS.md §6). Intervals already in
+/// order and disjoint (key sets) stay one scan, which returns the same cells.
+pub(super) fn written_order(mut spec: ScanSpec) -> Vec<ScanSpec> {
+    if spec.one_interval || spec.row_intervals.len() + spec.cell_intervals.len() < 2 {
+        return vec![spec];
+    }
+    let rows: Intervals<Vec<u8>> = spec
+        .row_intervals
+        .iter()
+        .map(|r| (r.start.clone(), r.end.clone()))
+        .collect();
+    let cells: Intervals<CellPos> = spec
+        .cell_intervals
+        .iter()
+        .map(|c| (c.start.clone(), c.end.clone()))
+        .collect();
+    if (cells.is_empty() && sorted_disjoint(&rows)) || (rows.is_empty() && sorted_disjoint(&cells))
+    {
+        return vec![spec];
+    }
+    let row_intervals = std::mem::take(&mut spec.row_intervals);
+    let cell_intervals = std::mem::take(&mut spec.cell_intervals);
+    let one = |rows: Vec<RowInterval>, cells: Vec<CellInterval>| {
+        let mut s = spec.clone_without_intervals();
+        s.row_intervals = rows;
+        s.cell_intervals = cells;
+        s
+    };
+    row_intervals
+        .into_iter()
+        .map(|r| one(vec![r], Vec::new()))
+        .chain(cell_intervals.into_iter().map(|c| one(Vec::new(), vec![c])))
+        .collect()
+}
+
 /// SCAN_AND_FILTER_ROWS, as Hypertable runs it: the rows named one by one (point intervals)
 /// are fetched by one scan that steps through them from the first to the last and keeps
 /// theirs, counted as one interval by the limits; other row intervals come first, each its
@@ -545,13 +626,13 @@ pub(super) fn scan_and_filter_rows(mut spec: ScanSpec) -> Vec<ScanSpec> {
         spec.row_intervals.drain(..).partition(is_point);
     if points.is_empty() {
         spec.row_intervals = others;
-        return vec![spec];
+        return written_order(spec);
     }
     let mut out = Vec::new();
     if !others.is_empty() {
         let mut first = spec.clone_without_intervals();
         first.row_intervals = others;
-        out.push(first);
+        out.extend(written_order(first));
     }
     spec.row_intervals = points;
     spec.row_intervals.dedup_by(|a, b| a.start == b.start);
@@ -616,7 +697,9 @@ pub(super) fn use_index(
 pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Result<u64> {
     let o = &sel.options;
     if o.offset.is_some() && o.cell_offset.is_some() {
-        return Err(ExecError::invalid(
+        return Err(ExecError::with_hypertable(
+            Code::HqlParseError,
+            "SELECT OFFSET predicate not allowed in combination with CELL_OFFSET.",
             "OFFSET and CELL_OFFSET cannot be used together",
         ));
     }
@@ -647,7 +730,7 @@ pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Re
     };
     let specs = match spec {
         Some(spec) if o.scan_and_filter_rows => scan_and_filter_rows(spec),
-        Some(spec) => vec![spec],
+        Some(spec) => written_order(spec),
         None => Vec::new(),
     };
     let families = family_names(&schema);

@@ -1,5 +1,6 @@
 //! INSERT and DELETE: statements to [`Mutation`]s, checked in full before any is sent.
 
+use crate::error::Code;
 use common::key::CellFlag;
 use common::mutation::{CellError, check_cell};
 use common::{AsMutationRef, Mutation, TableSchema};
@@ -9,20 +10,24 @@ use crate::ast::{CellValue, ColumnRef, Delete, DeleteColumns, DeleteTime, Insert
 
 fn family_id(s: &TableSchema, path: &str, col: &ColumnRef) -> Result<u8> {
     s.family(&col.family).map(|f| f.id).ok_or_else(|| {
-        ExecError::invalid(format!(
-            "column family '{}' does not exist in table '{path}'",
-            col.family
-        ))
+        ExecError::with_hypertable(
+            Code::BadKey,
+            format!("Bad column family '{}'", col.family),
+            format!(
+                "column family '{}' does not exist in table '{path}'",
+                col.family
+            ),
+        )
     })
 }
 
 /// A timestamp's value, or Hypertable's message naming the statement (`INSERT`, `DELETE`).
 fn nanos_of(ts: &Timestamp, statement: &str) -> Result<i64> {
     ts.nanos.ok_or_else(|| {
-        ExecError::invalid(format!(
-            "Unable to parse {statement} timestamp - '{}'",
-            ts.text
-        ))
+        ExecError::coded(
+            Code::HqlParseError,
+            format!("Unable to parse {statement} timestamp - '{}'", ts.text),
+        )
     })
 }
 

@@ -223,7 +223,11 @@ fn interval<'a, T>(
     move |i| {
         let (i, before) = match operand(i) {
             Ok((i, v)) => {
+                let at = ws(i);
                 let (i, op) = relop(i)?;
+                if op == RelOp::StartsWith && kw(keyword)(i).is_ok() {
+                    return failure(at, "Bad use of operator (=^)");
+                }
                 (i, Some((v, op)))
             }
             Err(nom::Err::Error(_)) => (i, None),
@@ -443,6 +447,28 @@ fn part_predicate(i: &str) -> PResult<'_, PartPredicate> {
     ))
 }
 
+/// Whether a `[k relop] ROW relop k` predicate sets the interval's start and its end.
+fn row_sides(r: &RowInterval) -> (bool, bool) {
+    bound_sides(r.op, r.before.as_ref().map(|b| b.1))
+}
+
+/// Whether `[k before] X op k` sets the start and the end of X's interval.
+fn bound_sides(op: RelOp, before: Option<RelOp>) -> (bool, bool) {
+    let side = |op: RelOp| match op {
+        RelOp::Eq | RelOp::StartsWith => (true, true),
+        RelOp::Gt | RelOp::Ge => (true, false),
+        RelOp::Lt | RelOp::Le => (false, true),
+    };
+    let (mut start, mut end) = side(op);
+    if let Some(op) = before {
+        // `k < X` bounds the start, `k > X` the end.
+        let (e, s) = side(op);
+        start |= s;
+        end |= e;
+    }
+    (start, end)
+}
+
 /// `[WHERE predicate (AND predicate)*]`.
 pub fn where_clause(i: &str) -> PResult<'_, Vec<Predicate>> {
     let Ok((mut i, ())) = kw("WHERE")(i) else {
@@ -452,10 +478,48 @@ pub fn where_clause(i: &str) -> PResult<'_, Vec<Predicate>> {
     loop {
         let at = ws(i);
         let (rest, pred) = predicate(at)?;
-        if matches!(pred, Predicate::Timestamp(_))
-            && out.iter().any(|p| matches!(p, Predicate::Timestamp(_)))
+        if let Predicate::Timestamp(t) = &pred {
+            let sides = bound_sides(t.op, t.before.as_ref().map(|b| b.1));
+            if out.iter().any(|p| match p {
+                Predicate::Timestamp(o) => {
+                    let o = bound_sides(o.op, o.before.as_ref().map(|b| b.1));
+                    (o.0 && sides.0) || (o.1 && sides.1)
+                }
+                _ => false,
+            }) {
+                return failure(at, "Bad timestamp expression");
+            }
+        }
+        // Hypertable's rules: ANDed single ROW predicates may bound each side once, and each
+        // REGEXP predicate appears once.
+        if let Predicate::Row(r) = &pred
+            && let [r] = r.as_slice()
         {
-            return failure(at, "only one TIMESTAMP predicate is allowed");
+            let sides = row_sides(r);
+            let taken = out.iter().any(|p| match p {
+                Predicate::Row(o) => match o.as_slice() {
+                    [o] => {
+                        let o = row_sides(o);
+                        (o.0 && sides.0) || (o.1 && sides.1)
+                    }
+                    _ => false,
+                },
+                _ => false,
+            });
+            if taken {
+                return failure(at, "Bad row expressions.");
+            }
+        }
+        for p in &out {
+            match (p, &pred) {
+                (Predicate::RowRegexp(old), Predicate::RowRegexp(_)) => {
+                    return failure(at, format!("row_regexp already set to '{old}'"));
+                }
+                (Predicate::ValueRegexp(old), Predicate::ValueRegexp(_)) => {
+                    return failure(at, format!("value_regexp already set to '{old}'"));
+                }
+                _ => {}
+            }
         }
         out.push(pred);
         i = rest;
@@ -469,7 +533,7 @@ pub fn where_clause(i: &str) -> PResult<'_, Vec<Predicate>> {
 /// Sets an option that may be given once.
 fn once<T>(slot: &mut Option<T>, v: T, at: &str, kwd: &str) -> Result<(), nom::Err<PErr>> {
     if slot.replace(v).is_some() {
-        return failure::<()>(at, format!("Multiple specifications of {kwd} option")).map(|_| ());
+        return failure::<()>(at, format!("SELECT {kwd} predicate multiply defined.")).map(|_| ());
     }
     Ok(())
 }
@@ -516,19 +580,26 @@ fn select_options(mut i: &str) -> PResult<'_, SelectOptions> {
             ("CELL_OFFSET", &mut o.cell_offset),
             ("CELL_LIMIT_PER_FAMILY", &mut o.cell_limit_per_family),
         ];
-        let mut matched = false;
+        let mut matched = None;
         for (word, slot) in numeric {
             if let Ok((rest, ())) = kw(word)(at) {
                 let (rest, n) = number(opt_eq(rest))?;
                 once(slot, n, at, word)?;
                 i = rest;
-                matched = true;
+                matched = Some(word);
                 break;
             }
         }
-        if matched {
+        if let Some(word) = matched {
             if o.offset.is_some() && o.cell_offset.is_some() {
-                return failure(at, "OFFSET and CELL_OFFSET cannot be combined");
+                return failure(
+                    at,
+                    if word == "OFFSET" {
+                        "SELECT OFFSET predicate not allowed in combination with CELL_OFFSET."
+                    } else {
+                        "SELECT CELL_OFFSET predicate not allowed in combination with OFFSET."
+                    },
+                );
             }
             continue;
         }

@@ -16,6 +16,12 @@ SELECT * FROM t WHERE CELL >= "cherry", "a";
 SELECT * FROM t WHERE "apricot", "a:x" <= CELL < "cherry", "b";
 SELECT * FROM t WHERE CELL =^ "cherry", "a";
 SELECT * FROM t WHERE (CELL = "apple", "a" OR CELL = "date", "b");
+# Each interval is its own scan, run in the order written (Hypertable's rule): out of order
+# they come back as written, an overlap returns its cells again, LIMIT counts per interval.
+SELECT * FROM t WHERE (ROW = "date" OR ROW = "apple");
+SELECT * FROM t WHERE (ROW =^ "c" OR ROW >= "cherry");
+SELECT * FROM t WHERE (ROW > "c" OR ROW < "b") LIMIT 1;
+SELECT * FROM t WHERE (CELL = "date", "b" OR CELL = "apple", "a");
 SELECT * FROM t WHERE TIMESTAMP > "2021-01-01 00:00:05" DISPLAY_TIMESTAMPS;
 SELECT * FROM t WHERE TIMESTAMP <= "2021-01-01 00:00:02" DISPLAY_TIMESTAMPS;
 SELECT * FROM t WHERE "2021-01-01 00:00:02" < TIMESTAMP < "2021-01-01 00:00:05" DISPLAY_TIMESTAMPS;
@@ -44,3 +50,19 @@ SELECT * FROM t WHERE TIMESTAMP > "yesterday";
 SELECT * FROM t WHERE ROW REGEXP "(";
 SELECT nofamily FROM t;
 SELECT * FROM t WHERE CELL = "apple", "nofamily";
+# Hypertable's scan specification errors.
+SELECT * FROM t WHERE "cherry","a" <= CELL <= "apple","a";
+SELECT * FROM t WHERE "apple","b" <= CELL <= "apple","a";
+SELECT * FROM t WHERE "apple","b" < CELL < "apple","b";
+SELECT * FROM t WHERE "apple","a" <= CELL <= "apple","a";
+SELECT * FROM t WHERE ROW > "a" AND ROW >= "b";
+SELECT * FROM t WHERE ROW = "a" AND ROW < "b";
+SELECT * FROM t WHERE ROW > "a" AND ROW < "c";
+SELECT * FROM t WHERE "x" =^ ROW;
+SELECT * FROM t WHERE ROW REGEXP "a" AND ROW REGEXP "b";
+SELECT * FROM t WHERE VALUE REGEXP "a" AND VALUE REGEXP "b";
+SELECT * FROM t WHERE TIMESTAMP > "2021-01-01" AND TIMESTAMP < "2022-01-01";
+SELECT * FROM t WHERE TIMESTAMP > "2021-01-01" AND TIMESTAMP >= "2022-01-01";
+SELECT * FROM t LIMIT 1 LIMIT 2;
+SELECT * FROM t CELL_OFFSET 1 OFFSET 1;
+SELECT * FROM t CELL_OFFSET 1 LIMIT 1;

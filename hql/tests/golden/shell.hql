@@ -31,6 +31,8 @@ SELECT *
 # and one line may hold several.
 SELECT * FROM t; EXISTS TABLE t;
 SELCT * FROM t;
+# As in Hypertable's shell, a failed statement drops the rest of its line: EXISTS does not run.
+SELCT * FROM t; EXISTS TABLE t;
 SELECT * FROM t WHERE ROW = "r" LIMT 1;
 SELECT * FROM
 t WHERE

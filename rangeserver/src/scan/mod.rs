@@ -336,6 +336,13 @@ impl<I: ScanSource> SpecFilter<I> {
                 }
                 self.family_cells += 1;
             }
+            // Cells skipped by CELL_OFFSET start no row: LIMIT counts the rows of the cells
+            // that come back (Hypertable counts them on the client, after the offset).
+            if self.cells_passed < self.cell_offset {
+                self.cells_passed += 1;
+                self.src.next()?;
+                continue;
+            }
             if !self.row_counted {
                 self.row_counted = true;
                 self.rows_started += 1;
@@ -349,11 +356,6 @@ impl<I: ScanSource> SpecFilter<I> {
             if self.rows_started <= self.row_offset {
                 let end = key::row_end(&k.row());
                 self.seek_within(&end)?;
-                continue;
-            }
-            self.cells_passed += 1;
-            if self.cells_passed <= self.cell_offset {
-                self.src.next()?;
                 continue;
             }
             if self.cell_limit > 0 && self.cells_returned >= self.cell_limit {
