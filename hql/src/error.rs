@@ -5,10 +5,10 @@ use std::fmt;
 /// Why a statement or script did not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
-    /// 1-based line in the parsed input.
-    pub line: usize,
+    /// 1-based line in the parsed input (u32, as the offset below).
+    pub line: u32,
     /// 1-based column, in characters.
-    pub column: usize,
+    pub column: u32,
     /// What would have been accepted, e.g. `'NAMESPACE', 'DATABASE' or 'TABLE'`; empty when
     /// `message` says what is wrong instead.
     pub expected: String,
@@ -19,8 +19,14 @@ pub struct ParseError {
     /// For errors that are not about an unexpected token, e.g. "Multiple specifications of
     /// TIME_ORDER option for column 'cf1'".
     pub message: Option<String>,
-    /// Byte offset of the error within `statement`, for the caret display.
-    pub statement_offset: usize,
+    /// Byte offset of the error within `statement`, for the caret display. The three
+    /// positions are u32 to keep the error, which travels in every parse result, small; past
+    /// 4 Gi they stop at `u32::MAX`.
+    pub statement_offset: u32,
+    /// Where Hypertable's parser raises another code than HQL parse error (e.g. incompatible
+    /// options): that code and Hypertable's message. Boxed: it is rare, and the error travels
+    /// in every parse result.
+    pub hypertable: Option<Box<(Code, String)>>,
 }
 
 impl ParseError {
@@ -42,14 +48,16 @@ impl ParseError {
             .map_or(input.len(), |p| offset + p + 1);
         let stmt_start = stmt_start.min(offset);
         let statement = input[stmt_start..stmt_end].trim_end().to_string();
+        let small = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
         Self {
-            line,
-            column,
+            line: small(line),
+            column: small(column),
             expected: join_expected(expected),
             found: describe_found(&input[offset..]),
-            statement_offset: (offset - stmt_start).min(statement.len()),
+            statement_offset: small((offset - stmt_start).min(statement.len())),
             statement,
             message,
+            hypertable: None,
         }
     }
 }
@@ -114,7 +122,7 @@ impl fmt::Display for ParseError {
         }
         // The statement's line holding the error, cut to a window around the position (a
         // statement can be megabytes on one line), and a caret under the position.
-        let mut at = self.statement_offset.min(self.statement.len());
+        let mut at = (self.statement_offset as usize).min(self.statement.len());
         while !self.statement.is_char_boundary(at) {
             at -= 1;
         }
@@ -161,14 +169,26 @@ fn first_chars(s: &str, n: usize) -> (&str, bool) {
 impl std::error::Error for ParseError {}
 
 impl ParseError {
+    /// Hypertable's code for the error: HQL parse error unless its parser raises another.
+    pub fn code(&self) -> Code {
+        self.hypertable
+            .as_ref()
+            .map_or(Code::HqlParseError, |h| h.0)
+    }
+
     /// Hypertable's message for this error: a semantic one as it is, else `parse error at:
     /// <rest of the statement> (<statement>)`, the statement without its `;`.
     pub fn hypertable_message(&self) -> String {
-        if let Some(m) = &self.message {
+        if let Some(m) = self
+            .hypertable
+            .as_ref()
+            .map(|h| &h.1)
+            .or(self.message.as_ref())
+        {
             return m.clone();
         }
         let stmt = self.statement.trim_end().trim_end_matches(';');
-        let mut at = self.statement_offset.min(stmt.len());
+        let mut at = (self.statement_offset as usize).min(stmt.len());
         while !stmt.is_char_boundary(at) {
             at -= 1;
         }

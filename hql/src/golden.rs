@@ -45,14 +45,18 @@ pub fn run_script(client: Arc<dyn Client>, script: &str, tmp: &Path) -> String {
     let files = tmp.join("files");
     std::fs::create_dir_all(&files).expect("files dir");
     let tmp_s = tmp.to_str().expect("utf-8 temp path").to_string();
+    let first = script.lines().next().unwrap_or("");
+    let flags = if first.starts_with("# --") { first } else { "" };
     let mut shell = Shell::new(
         client,
         ShellOptions {
             batch: true,
             test_mode: true,
             namespace: None,
-            // A script that starts with `# --skip-bad-lines` runs as `ht shell --skip-bad-lines`.
-            skip_bad_lines: script.starts_with("# --skip-bad-lines"),
+            // A script whose first line is `# --skip-bad-lines` runs as `ht shell
+            // --skip-bad-lines`; `# --timestamp-format nanos` likewise.
+            skip_bad_lines: flags.contains("--skip-bad-lines"),
+            raw_timestamps: flags.contains("--timestamp-format nanos"),
             ..ShellOptions::default()
         },
     )

@@ -148,13 +148,15 @@ fn to_error(input: &str, stmt_start: usize, err: nom::Err<PErr>) -> ParseError {
     if let nom::Err::Error(e) | nom::Err::Failure(e) = &err
         && let Some(msg) = &e.message
     {
-        return ParseError::at(
+        let mut error = ParseError::at(
             input,
             stmt_start,
             input.len() - e.remaining,
             &[],
             Some(msg.clone()),
         );
+        error.hypertable = e.hypertable.clone().map(Box::new);
+        return error;
     }
     match token::furthest() {
         Some((remaining, expected)) => {
@@ -199,6 +201,7 @@ fn nom_error(rest: &str) -> nom::Err<PErr> {
     nom::Err::Error(PErr {
         remaining: rest.len(),
         message: None,
+        hypertable: None,
     })
 }
 

@@ -29,6 +29,9 @@ pub struct ShellOptions {
     pub namespace: Option<String>,
     /// LOAD DATA INFILE counts, reports and skips bad lines (ht's addition).
     pub skip_bad_lines: bool,
+    /// SELECT prints timestamps as integer nanoseconds (Hypertable's `--timestamp-format
+    /// usecs`, which prints nanoseconds despite its name).
+    pub raw_timestamps: bool,
     /// The longest line of statements read (and of LOAD DATA INFILE input), without its `\n`.
     pub max_line_bytes: usize,
     /// The longest statement, all its lines together.
@@ -47,6 +50,7 @@ impl Default for ShellOptions {
             test_mode: false,
             namespace: None,
             skip_bad_lines: false,
+            raw_timestamps: false,
             max_line_bytes: crate::load::DEFAULT_MAX_LINE_BYTES,
             max_statement_bytes: crate::load::DEFAULT_MAX_LINE_BYTES,
             max_script_bytes: DEFAULT_MAX_SCRIPT_BYTES,
@@ -305,6 +309,7 @@ impl Shell {
     ) -> Result<Self, crate::exec::ExecError> {
         let mut exec = Executor::new(client);
         exec.set_skip_bad_lines(opts.skip_bad_lines);
+        exec.set_raw_timestamps(opts.raw_timestamps);
         exec.set_load_limits(crate::load::LoadLimits {
             max_line_bytes: opts.max_line_bytes,
         });
@@ -441,13 +446,7 @@ impl Shell {
             Ok(s) => s,
             Err(e) => {
                 let msg = e.to_string();
-                return self.fail_coded(
-                    Code::HqlParseError,
-                    &e.hypertable_message(),
-                    &msg,
-                    out,
-                    err,
-                );
+                return self.fail_coded(e.code(), &e.hypertable_message(), &msg, out, err);
             }
         };
         match stmt {

@@ -31,6 +31,11 @@ pub struct ShellArgs {
     /// LOAD DATA INFILE counts, reports and skips bad lines instead of stopping at the first.
     #[arg(long = "skip-bad-lines")]
     skip_bad_lines: bool,
+    /// How SELECT prints timestamps: `default` (dates, local time) or integer nanoseconds
+    /// (`nanos`, `nanoseconds`, or Hypertable's `usecs`, which also prints nanoseconds).
+    #[arg(long = "timestamp-format", value_name = "FORMAT", default_value = "default",
+          value_parser = ["default", "nanos", "nanoseconds", "usecs"])]
+    timestamp_format: String,
     /// The file system the engine writes through (default: the data directory): `file:///p`,
     /// `broker://host:port`, `memory://`, `s3://bucket/prefix`, ...
     #[arg(long = "dfs", value_name = "URL")]
@@ -63,6 +68,7 @@ pub fn run(args: ShellArgs, registry: &Arc<Registry>) -> i32 {
             test_mode: args.test_mode,
             namespace: args.namespace,
             skip_bad_lines: args.skip_bad_lines,
+            raw_timestamps: args.timestamp_format != "default",
             max_line_bytes: args.max_line_bytes,
             max_statement_bytes: args.max_statement_bytes,
             max_script_bytes: args.max_script_bytes,

@@ -39,8 +39,15 @@ impl Inner {
         Ok(c)
     }
 
-    /// A DDL call to the master, retried while the master changes.
+    /// A DDL call to the master, retried while the master changes. The name cache is emptied
+    /// when it returns, whatever the outcome, so this client sees its own changes.
     pub(super) async fn ddl(&self, m: &'static str, req: DdlRequest) -> Result<String> {
+        let result = self.ddl_call(m, req).await;
+        self.names.clear();
+        result
+    }
+
+    async fn ddl_call(&self, m: &'static str, req: DdlRequest) -> Result<String> {
         self.retrying(m, || async {
             let master = self.master().await?;
             match master
@@ -61,34 +68,50 @@ impl Inner {
         .await
     }
 
+    /// The id of the table at `path`, from the name cache or Hyperspace.
     pub(super) async fn table_id(&self, path: &str) -> Result<u32> {
         let p = normalize_path(path)?;
+        if let Some(id) = self.names.id(&p) {
+            return Ok(id);
+        }
+        let ticket = self.names.ticket(&self.hs).await;
         let (parent, _) = split_path(&p)?;
         if parent != "/" && !self.hs.exists(&ns_node(&parent)).await.map_err(hs_err)? {
             return Err(ClientError::TableNotFound(p));
         }
         match self.attr_string(&ns_node(&p), TABLE_ID_ATTR).await? {
-            Some(id) => id.parse().map_err(|_| {
-                ClientError::storage(
-                    ErrorKind::Corruption,
-                    format!("table {p} has a bad id '{id}' in hyperspace"),
-                )
-            }),
+            Some(id) => {
+                let id = id.parse().map_err(|_| {
+                    ClientError::storage(
+                        ErrorKind::Corruption,
+                        format!("table {p} has a bad id '{id}' in hyperspace"),
+                    )
+                })?;
+                self.names.put_id(ticket, &p, id);
+                Ok(id)
+            }
             None => Err(ClientError::TableNotFound(p)),
         }
     }
 
+    /// The schema of table `id`, from the name cache or Hyperspace.
     pub(super) async fn schema(&self, id: u32) -> Result<TableSchema> {
+        if let Some(s) = self.names.schema(id) {
+            return Ok(s.as_ref().clone());
+        }
+        let ticket = self.names.ticket(&self.hs).await;
         let json = self
             .attr_string(&table_node(id), SCHEMA_ATTR)
             .await?
             .ok_or_else(|| ClientError::TableNotFound(format!("id {id}")))?;
-        TableSchema::from_json(&json).map_err(|e| {
+        let schema = TableSchema::from_json(&json).map_err(|e| {
             ClientError::storage(
                 ErrorKind::Corruption,
                 format!("table {id}: bad schema in hyperspace: {e}"),
             )
-        })
+        })?;
+        self.names.put_schema(ticket, &Arc::new(schema.clone()));
+        Ok(schema)
     }
 
     /// The live range servers, by location.

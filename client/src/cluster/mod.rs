@@ -16,6 +16,7 @@ mod batched;
 mod limiter;
 mod locations;
 mod mutator;
+mod names;
 mod options;
 pub use ::proto::master as proto;
 mod retry;
@@ -47,6 +48,7 @@ use errors::hs_err;
 pub use errors::{engine_message, server_error};
 pub use locations::{RangeLocation, parse_locations};
 use mutator::ClusterMutator;
+use names::NameCache;
 pub use options::ClusterOptions;
 use scanner::ClusterScanner;
 
@@ -58,6 +60,8 @@ pub(crate) struct Inner {
     servers: Mutex<HashMap<String, Arc<RangeServerClient>>>,
     locations: Mutex<HashMap<u32, Arc<Vec<RangeLocation>>>>,
     master: tokio::sync::Mutex<Option<Arc<rpc::Client>>>,
+    /// Table ids and schemas, until a table operation may change them.
+    names: Arc<NameCache>,
     /// Every random draw of the client (update stream ids, backoff jitter), seeded from
     /// [`ClusterOptions::seed`].
     rng: Mutex<StdRng>,
@@ -113,7 +117,7 @@ impl ClusterClient {
                     format!("cannot start the client runtime: {e}"),
                 )
             })?;
-        let (hs, _events) = rt
+        let (hs, events) = rt
             .block_on(Hyperspace::connect(
                 opts.hyperspace.clone(),
                 credentials.clone(),
@@ -121,6 +125,8 @@ impl ClusterClient {
             ))
             .map_err(hs_err)?;
         let seed = opts.seed.unwrap_or_else(common::time::entropy_seed);
+        let names = Arc::new(NameCache::new(opts.table_cache_entries));
+        rt.spawn(names.clone().follow(events));
         Ok(Self {
             inner: Arc::new(Inner {
                 hs,
@@ -129,6 +135,7 @@ impl ClusterClient {
                 servers: Mutex::new(HashMap::new()),
                 locations: Mutex::new(HashMap::new()),
                 master: tokio::sync::Mutex::new(None),
+                names,
                 rng: Mutex::new(StdRng::seed_from_u64(seed)),
                 scan_requests: AtomicU64::new(0),
                 scan_cells: AtomicU64::new(0),

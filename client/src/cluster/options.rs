@@ -37,6 +37,9 @@ pub struct ClusterOptions {
     pub scan_part_queue_blocks: usize,
     /// How long a call keeps retrying while ranges move or are recovered.
     pub retry_for: Duration,
+    /// Table ids and schemas the client keeps (each kind), emptied by any table operation
+    /// (`names.rs`); 0: every call reads them from Hyperspace.
+    pub table_cache_entries: usize,
     pub hyperspace_options: HsOptions,
     pub range_server: RangeServerClientOptions,
     /// The clock that retry deadlines are read from (tests pass a `ManualClock`).
@@ -60,6 +63,7 @@ impl ClusterOptions {
             scan_parallel_parts: 4,
             scan_part_queue_blocks: 4,
             retry_for: Duration::from_secs(90),
+            table_cache_entries: 1024,
             hyperspace_options: HsOptions::default(),
             range_server: RangeServerClientOptions {
                 connect_timeout: Duration::from_secs(2),

@@ -1,7 +1,8 @@
 //! DUMP TABLE: a table in the single-cell TSV format that LOAD DATA INFILE reads back.
 //!
 //! Every version is written (unless MAX_VERSIONS), with its timestamp (unless NO_TIMESTAMPS),
-//! escaped, after a `#timestamp\trow\tcolumn\tvalue` header.
+//! escaped, after a `#timestamp\trow\tcolumn\tvalue` header. Timestamps are integer
+//! nanoseconds, as Hypertable writes them (LOAD DATA reads either form).
 
 use std::io::{BufWriter, Write};
 
@@ -36,6 +37,7 @@ pub(super) fn dump_table(ex: &mut Executor, d: &DumpTable, out: &mut dyn Write) 
             .unwrap_or("\t")
             .as_bytes()
             .to_vec(),
+        raw_timestamps: true,
     };
     let families = family_names(&schema);
     let mut file = d.into_file.as_deref().map(FileSink::create).transpose()?;

@@ -143,6 +143,9 @@ pub struct Executor {
     skip_bad_lines: bool,
     load_limits: LoadLimits,
     key_set_limits: KeySetLimits,
+    /// SELECT prints timestamps and revisions as integer nanoseconds (the shell's
+    /// `--timestamp-format nanos`).
+    raw_timestamps: bool,
 }
 
 impl Executor {
@@ -157,6 +160,7 @@ impl Executor {
             skip_bad_lines: false,
             load_limits: LoadLimits::default(),
             key_set_limits: KeySetLimits::default(),
+            raw_timestamps: false,
         }
     }
 
@@ -183,6 +187,11 @@ impl Executor {
     /// Bounds the key sets of `ROW IN` (the keys of one statement are held in memory).
     pub fn set_key_set_limits(&mut self, limits: KeySetLimits) {
         self.key_set_limits = limits;
+    }
+
+    /// Makes SELECT print timestamps and revisions as integer nanoseconds instead of dates.
+    pub fn set_raw_timestamps(&mut self, raw: bool) {
+        self.raw_timestamps = raw;
     }
 
     /// Lets LOAD DATA INFILE "-" read standard input, and show a progress bar.
@@ -262,8 +271,10 @@ impl Executor {
                 Ok(())
             }
             Statement::DescribeTable { table, with_ids } => {
-                let s = self.client.table_schema(&self.resolve(table))?;
-                out.write_all(schema::describe(&s, *with_ids).as_bytes())?;
+                let path = self.resolve(table);
+                let s = self.client.table_schema(&path)?;
+                let index = client::index::is_index_name(&path);
+                out.write_all(schema::describe(&s, *with_ids, index).as_bytes())?;
                 Ok(())
             }
             Statement::AlterTable(a) => schema::alter_table(self, a),

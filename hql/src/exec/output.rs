@@ -18,6 +18,9 @@ pub(super) struct CellFormat {
     pub keys_only: bool,
     pub escape: bool,
     pub separator: Vec<u8>,
+    /// Timestamps and revisions as integer nanoseconds instead of dates (DUMP TABLE, and the
+    /// shell's `--timestamp-format nanos`).
+    pub raw_timestamps: bool,
 }
 
 impl CellFormat {
@@ -65,9 +68,17 @@ fn field(w: &mut dyn Write, bytes: &[u8], escape: bool) -> io::Result<()> {
     crate::load::escape_write(bytes, w)
 }
 
+fn timestamp(w: &mut dyn Write, nanos: i64, raw: bool) -> io::Result<()> {
+    if raw {
+        write!(w, "{nanos}")
+    } else {
+        w.write_all(format_nanos(nanos).as_bytes())
+    }
+}
+
 /// One cell as one line, as Hypertable's shell prints it:
 /// `[revision FS][timestamp FS]row FS family[:qualifier] FS value` (revision and timestamp as
-/// dates); with KEYS_ONLY `[revision FS][timestamp FS]row`, once per cell. A delete marker
+/// dates, or integer nanoseconds when [`CellFormat::raw_timestamps`]); with KEYS_ONLY `[revision FS][timestamp FS]row`, once per cell. A delete marker
 /// (RETURN_DELETES) has an empty value and its kind after it: `row FS FS DELETE ROW`,
 /// `row FS family FS FS DELETE COLUMN FAMILY`, `row FS family:qualifier FS FS DELETE CELL` or
 /// `... DELETE CELL VERSION`.
@@ -80,11 +91,11 @@ pub(super) fn write_cell(
     let fs = &f.separator;
     let k = &cell.key;
     if f.revisions {
-        w.write_all(format_nanos(k.revision).as_bytes())?;
+        timestamp(w, k.revision, f.raw_timestamps)?;
         w.write_all(fs)?;
     }
     if f.timestamps {
-        w.write_all(format_nanos(k.timestamp).as_bytes())?;
+        timestamp(w, k.timestamp, f.raw_timestamps)?;
         w.write_all(fs)?;
     }
     field(w, &k.row, f.escape)?;

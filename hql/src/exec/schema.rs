@@ -6,7 +6,7 @@ use client::ClientError;
 use common::iterators::{CombinerSpec, IterScope, IteratorSpec};
 use common::schema::{
     AccessGroupSpec, BloomFilterSpec, ColumnOptionsSet, Compressor, FamilySpec, GroupOptionsSet,
-    TableSchema,
+    TableSchema, TimeOrder,
 };
 
 use super::{ExecError, Executor, Result};
@@ -219,6 +219,51 @@ fn table_set(s: &TableSchema) -> GroupOptionsSet {
     s.defaults_set.clone().unwrap_or_default()
 }
 
+/// A family's options (as written, its group's defaults merged in) with the table's defaults
+/// merged in. As in Hypertable, a table default that makes a COUNTER family keep versions or
+/// order them newest first, or that makes a family with either a COUNTER, is refused
+/// (INCOMPATIBLE_OPTIONS), naming the pair by which was set last.
+fn merge_table_defaults(
+    family: &str,
+    own: ColumnOptionsSet,
+    table: &ColumnOptionsSet,
+) -> Result<ColumnOptionsSet> {
+    let desc = |o: Option<TimeOrder>| o == Some(TimeOrder::Desc);
+    let clash = if own.counter == Some(true) {
+        if own.max_versions.is_none() && table.max_versions.is_some() {
+            Some("MAX VERSIONS")
+        } else if own.time_order.is_none() && desc(table.time_order) {
+            Some("TIME_ORDER_DESC")
+        } else {
+            None
+        }
+    } else if own.counter.is_none() && table.counter == Some(true) {
+        if own.max_versions.is_some() {
+            Some("MAX_VERSIONS")
+        } else if desc(own.time_order) {
+            Some("TIME_ORDER_DESC")
+        } else {
+            None
+        }
+    } else {
+        None
+    };
+    if let Some(other) = clash {
+        return Err(ExecError::with_hypertable(
+            Code::IncompatibleOptions,
+            format!(
+                "Merging column '{family}' options with table defaults: COUNTER and {other} are \
+                 incompatible"
+            ),
+            format!(
+                "COUNTER cannot be combined with MAX_VERSIONS or TIME_ORDER DESC (column \
+                 '{family}' with the table defaults)"
+            ),
+        ));
+    }
+    Ok(own.or(table))
+}
+
 /// A group's own column defaults (none recorded in older schemas).
 fn group_column_defaults(s: &TableSchema, group: &str) -> ColumnOptionsSet {
     s.access_groups
@@ -333,9 +378,11 @@ fn build(path: &str, defs: &[Definition], opts: &TableOptions) -> Result<TableSc
             let mut f = FamilySpec::new(next_id, fname.clone(), *name);
             apply_set(
                 &mut f,
-                &written
-                    .or(&own.column_defaults)
-                    .or(&table_set.column_defaults),
+                &merge_table_defaults(
+                    fname,
+                    written.or(&own.column_defaults),
+                    &table_set.column_defaults,
+                )?,
             );
             if let Some(fd) = fd {
                 apply_extensions(&mut f, &fd.options);
@@ -485,9 +532,11 @@ fn add_family(s: &mut TableSchema, fd: &FamilyDef, group: &str) -> Result<()> {
         g.generation = s.generation;
         s.access_groups.push(g);
     }
-    let set = column_set(&fd.options, &fd.name)?
-        .or(&group_column_defaults(s, group))
-        .or(&table_set(s).column_defaults);
+    let set = merge_table_defaults(
+        &fd.name,
+        column_set(&fd.options, &fd.name)?.or(&group_column_defaults(s, group)),
+        &table_set(s).column_defaults,
+    )?;
     let mut f = FamilySpec::new(id, fd.name.clone(), group);
     apply_set(&mut f, &set);
     apply_extensions(&mut f, &fd.options);
@@ -520,9 +569,11 @@ fn modify_family(s: &mut TableSchema, fd: &FamilyDef) -> Result<()> {
             fd.name
         )));
     };
-    let set = column_set(&fd.options, &fd.name)?
-        .or(&group_column_defaults(s, &group))
-        .or(&table_set(s).column_defaults);
+    let set = merge_table_defaults(
+        &fd.name,
+        column_set(&fd.options, &fd.name)?.or(&group_column_defaults(s, &group)),
+        &table_set(s).column_defaults,
+    )?;
     let generation = s.generation;
     let f = live_family_mut(s, &fd.name).expect("checked above");
     if set.time_order.unwrap_or_default() != f.time_order {

@@ -723,6 +723,7 @@ pub(super) fn select(ex: &mut Executor, sel: &Select, out: &mut dyn Write) -> Re
             .unwrap_or("\t")
             .as_bytes()
             .to_vec(),
+        raw_timestamps: ex.raw_timestamps,
     };
     let spec = match q.spec {
         Some(spec) => use_index(ex, &path, &schema, with_options(spec, o))?,

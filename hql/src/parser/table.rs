@@ -5,14 +5,15 @@ use nom::branch::alt;
 
 use super::kind::{iterator_def, kind_call};
 use super::token::{
-    PResult, decimal, fail, failure, flag, kw, kw_map, kws, list1, name, number, opt_eq, p,
-    plain_name, string, ws,
+    PResult, decimal, fail, failure, failure_coded, flag, kw, kw_map, kws, list1, name, number,
+    opt_eq, p, plain_name, string, ws,
 };
 use crate::ast::{
     AccessGroupDef, AlterAction, AlterTable, BloomFilterMode, BloomFilterOption, Codec,
     CompressorSpec, CreateTable, CreateTableBody, Definition, Durability, FamilyDef, KindCall,
     Statement, TableOptions, TimeOrder, TimeUnit, Ttl,
 };
+use crate::error::Code;
 
 /// One option of any level, before it is filed into its struct.
 enum Opt {
@@ -262,7 +263,6 @@ fn options<'a>(
     mut i: &'a str,
     into: &mut TableOptions,
 ) -> PResult<'a, ()> {
-    let mut counter_conflict_at: Option<&'a str> = None;
     loop {
         let at = ws(i);
         let opt = match any_option(level)(at) {
@@ -276,6 +276,15 @@ fn options<'a>(
         let kwd = opt.keyword();
         let g = &mut into.group_defaults;
         let c = &mut g.column_defaults;
+        // Hypertable refuses COUNTER with MAX_VERSIONS or TIME_ORDER DESC as the second of
+        // them is read, naming them in its own words by which came last.
+        let conflict = match &opt {
+            Opt::Counter(true) if c.max_versions.is_some() => Some("MAX_VERSIONS"),
+            Opt::Counter(true) if c.time_order == Some(TimeOrder::Desc) => Some("TIME_ORDER_DESC"),
+            Opt::MaxVersions(_) if c.counter == Some(true) => Some("MAX VERSIONS"),
+            Opt::TimeOrder(TimeOrder::Desc) if c.counter == Some(true) => Some("TIME_ORDER_DESC"),
+            _ => None,
+        };
         let dup = match opt {
             Opt::MaxVersions(n) => c.max_versions.replace(n).is_some(),
             Opt::Ttl(t) => c.ttl.replace(t).is_some(),
@@ -297,19 +306,16 @@ fn options<'a>(
                 format!("Multiple specifications of {kwd} option for {owner}"),
             );
         }
-        let c = &into.group_defaults.column_defaults;
-        if counter_conflict_at.is_none()
-            && c.counter == Some(true)
-            && (c.max_versions.is_some() || c.time_order == Some(TimeOrder::Desc))
-        {
-            counter_conflict_at = Some(at);
+        if let Some(other) = conflict {
+            return failure_coded(
+                at,
+                format!(
+                    "COUNTER cannot be combined with MAX_VERSIONS or TIME_ORDER DESC ({owner})"
+                ),
+                Code::IncompatibleOptions,
+                format!("COUNTER and {other} are incompatible"),
+            );
         }
-    }
-    if let Some(at) = counter_conflict_at {
-        return failure(
-            at,
-            format!("COUNTER cannot be combined with MAX_VERSIONS or TIME_ORDER DESC ({owner})"),
-        );
     }
     Ok((i, ()))
 }

@@ -12,6 +12,8 @@ use std::cell::RefCell;
 
 use nom::error::{ErrorKind, ParseError as NomParseError};
 
+use crate::error::Code;
+
 /// nom's error type here: where it failed and, for a semantic error, a message.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PErr {
@@ -19,6 +21,9 @@ pub struct PErr {
     pub remaining: usize,
     /// Set for errors that are not "expected X" (e.g. an option given twice).
     pub message: Option<String>,
+    /// Hypertable's code and message for the error, where its code is not HQL parse error or
+    /// its message differs from ht's.
+    pub hypertable: Option<(Code, String)>,
 }
 
 impl NomParseError<&str> for PErr {
@@ -26,6 +31,7 @@ impl NomParseError<&str> for PErr {
         Self {
             remaining: input.len(),
             message: None,
+            hypertable: None,
         }
     }
 
@@ -89,6 +95,7 @@ pub fn fail<'a, T>(input: &'a str, what: impl FnOnce() -> String) -> PResult<'a,
     Err(nom::Err::Error(PErr {
         remaining: input.len(),
         message: None,
+        hypertable: None,
     }))
 }
 
@@ -97,6 +104,21 @@ pub fn failure<'a, T>(input: &'a str, message: impl Into<String>) -> PResult<'a,
     Err(nom::Err::Failure(PErr {
         remaining: input.len(),
         message: Some(message.into()),
+        hypertable: None,
+    }))
+}
+
+/// [`failure`] with the code and message Hypertable gives the same error.
+pub fn failure_coded<'a, T>(
+    input: &'a str,
+    message: impl Into<String>,
+    code: Code,
+    hypertable: impl Into<String>,
+) -> PResult<'a, T> {
+    Err(nom::Err::Failure(PErr {
+        remaining: input.len(),
+        message: Some(message.into()),
+        hypertable: Some((code, hypertable.into())),
     }))
 }
 
@@ -166,6 +188,7 @@ pub fn kw_map<'a, T: Copy>(
         Err(nom::Err::Error(PErr {
             remaining: ws(input).len(),
             message: None,
+            hypertable: None,
         }))
     }
 }

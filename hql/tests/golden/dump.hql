@@ -10,3 +10,7 @@ DUMP TABLE t INTO FILE "$TMP/files/dump.tsv";
 DUMP TABLE t NO_TIMESTAMPS INTO FILE "$TMP/files/dump.tsv.gz";
 DUMP TABLE missing;
 DUMP TABLE t COLUMNS nofamily;
+# Timestamps are dumped as integer nanoseconds; LOAD DATA reads them back exactly.
+CREATE TABLE t2 (a MAX_VERSIONS 2, b, cnt COUNTER);
+LOAD DATA INFILE "$TMP/files/dump.tsv" INTO TABLE t2;
+SELECT * FROM t2 DISPLAY_TIMESTAMPS;

@@ -8,6 +8,8 @@ INSERT INTO Users VALUES ('u5', 'email', 'tab\there'), ('u5', 'name:odd\tq', 'z'
 # Entries as Hypertable keeps them: family id, value, qualifier, row, TAB-separated, escaped.
 SELECT * FROM "^Users";
 SELECT * FROM "^^Users";
+DESCRIBE TABLE "^Users";
+SHOW CREATE TABLE "^^Users";
 SELECT * FROM Users WHERE email = 'a@b';
 SELECT * FROM Users WHERE email =^ 'a@';
 SELECT email FROM Users WHERE email = 'c@d' OR email = 'a@bc';

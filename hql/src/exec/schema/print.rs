@@ -269,9 +269,13 @@ fn group_elements(o: &mut String, depth: usize, g: &GroupOptionsSet) {
 /// DESCRIBE TABLE [WITH IDS] as Hypertable prints its XML schema: the options set at each
 /// level, every family (dropped ones as `!id`), generations and ids only WITH IDS; a blank
 /// line after. ht's additions (`Durability`, `Combiner`, `AppendOnly`, `Iterator`) appear
-/// only where used.
-pub(in crate::exec) fn describe(s: &TableSchema, with_ids: bool) -> String {
-    let mut o = String::from("<Schema>\n");
+/// only where used. An index table's schema is Hypertable's version 1: `<Schema version="1">`.
+pub(in crate::exec) fn describe(s: &TableSchema, with_ids: bool, index_table: bool) -> String {
+    let mut o = String::from(if index_table {
+        "<Schema version=\"1\">\n"
+    } else {
+        "<Schema>\n"
+    });
     if with_ids {
         element(&mut o, 1, "Generation", s.generation);
     }
