@@ -265,12 +265,12 @@ fn fill(client: &dyn Client, path: &str, families: &[(u8, bool, bool)]) -> Resul
         ..ScanSpec::default()
     };
     let mut vm = if values {
-        Some(client.mutator(&index_path(path, false))?)
+        Some(client.unindexed_mutator(&index_path(path, false))?)
     } else {
         None
     };
     let mut qm = if qualifiers {
-        Some(client.mutator(&index_path(path, true))?)
+        Some(client.unindexed_mutator(&index_path(path, true))?)
     } else {
         None
     };
@@ -322,33 +322,36 @@ pub struct IndexingMutator {
     last_timestamp: i64,
 }
 
-/// The table's mutator: an [`IndexingMutator`] when a live family is indexed, else the
-/// client's own. `reader` (the same database) lets deletes remove their cells' entries.
-pub fn mutator(
-    client: &dyn Client,
+/// The table's mutator: an [`IndexingMutator`] when a live family is indexed and its index
+/// table exists, else the client's own. `reader` (the same database) lets deletes remove their
+/// cells' entries. An index table that does not exist (a schema made through the Rust API with
+/// index flags but no [`sync_tables`]) is not written: a query answers by a scan when it is
+/// missing, so its answers stay exact.
+pub fn mutator<C: Client + ?Sized>(
+    client: &C,
     reader: Option<Arc<dyn Client>>,
     path: &str,
 ) -> Result<Box<dyn TableMutator>> {
     let schema = client.table_schema(path)?;
-    let (v, q) = (has_index(&schema, false), has_index(&schema, true));
-    let primary = client.mutator(path)?;
-    if !v && !q {
+    let primary = client.unindexed_mutator(path)?;
+    let open = |qualifier: bool| -> Result<Option<Box<dyn TableMutator>>> {
+        if !has_index(&schema, qualifier) {
+            return Ok(None);
+        }
+        match client.unindexed_mutator(&index_path(path, qualifier)) {
+            Ok(m) => Ok(Some(m)),
+            Err(ClientError::TableNotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    let (values, qualifiers) = (open(false)?, open(true)?);
+    if values.is_none() && qualifiers.is_none() {
         return Ok(primary);
     }
     let mut indexed = vec![(false, false); 256];
     for f in schema.families.iter().filter(|f| !f.deleted) {
         indexed[usize::from(f.id)] = (f.value_index, f.qualifier_index);
     }
-    let values = if v {
-        Some(client.mutator(&index_path(path, false))?)
-    } else {
-        None
-    };
-    let qualifiers = if q {
-        Some(client.mutator(&index_path(path, true))?)
-    } else {
-        None
-    };
     Ok(Box::new(IndexingMutator {
         reader,
         path: path.to_string(),

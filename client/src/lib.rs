@@ -70,8 +70,17 @@ pub trait Client: Send + Sync {
     /// Drops a table and frees its files.
     fn drop_table(&self, path: &str) -> Result<()>;
 
-    /// A buffered writer to a table.
-    fn mutator(&self, table: &str) -> Result<Box<dyn TableMutator>>;
+    /// A buffered writer to a table that keeps its secondary indexes, as Hypertable's
+    /// `TableMutator` does: where a live family is indexed, each insert also writes its entries
+    /// to `^t` / `^^t` ([`index::mutator`]). Deletes through it leave their entries behind
+    /// (a query checks every candidate row against its predicates, so answers stay exact;
+    /// `REBUILD INDICES` removes them); [`index::mutator`] with a reader removes them too.
+    fn mutator(&self, table: &str) -> Result<Box<dyn TableMutator>> {
+        index::mutator(self, None, table)
+    }
+    /// A buffered writer of the table's own cells only: no index entries. For index tables
+    /// themselves, index rebuilds, and writers that maintain indexes on their own.
+    fn unindexed_mutator(&self, table: &str) -> Result<Box<dyn TableMutator>>;
     /// A streaming reader of a table: cells arrive as they are found, memory stays bounded.
     /// `spec.aggregate` is ignored: a scanner returns cells.
     fn scanner(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn TableScanner>>;

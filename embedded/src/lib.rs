@@ -399,7 +399,7 @@ impl Client for EmbeddedClient {
         Ok(())
     }
 
-    fn mutator(&self, table: &str) -> Result<Box<dyn TableMutator>> {
+    fn unindexed_mutator(&self, table: &str) -> Result<Box<dyn TableMutator>> {
         Ok(Box::new(EmbeddedMutator {
             engine: self.engine.clone(),
             table_id: self.table_id(table)?,

@@ -276,7 +276,7 @@ impl Client for ClusterClient {
         self.ddl(method::DROP_TABLE, path, "", None).map(|_| ())
     }
 
-    fn mutator(&self, table: &str) -> Result<Box<dyn TableMutator>> {
+    fn unindexed_mutator(&self, table: &str) -> Result<Box<dyn TableMutator>> {
         let table_id = self.run(self.inner.table_id(table))?;
         Ok(Box::new(ClusterMutator::new(
             self.inner.clone(),

@@ -292,9 +292,9 @@ impl Client for FaultyClient {
     fn drop_table(&self, path: &str) -> client::Result<()> {
         self.inner.drop_table(path)
     }
-    fn mutator(&self, table: &str) -> client::Result<Box<dyn TableMutator>> {
+    fn unindexed_mutator(&self, table: &str) -> client::Result<Box<dyn TableMutator>> {
         Ok(Box::new(FaultyMutator {
-            inner: self.inner.mutator(table)?,
+            inner: self.inner.unindexed_mutator(table)?,
             buffer: Vec::new(),
             flushes: self.flushes.clone(),
             at: self.at,
