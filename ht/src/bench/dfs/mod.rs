@@ -85,6 +85,9 @@ struct Row {
     physical: Option<u64>,
     /// Peak resident set of the process during the load and scan, kB.
     peak_rss_kb: Option<u64>,
+    /// CPU seconds the load took in this process, and in the backend's own processes (chunkfs
+    /// metadata and chunk servers), where it has any.
+    load_cpu_s: (f64, Option<f64>),
 }
 
 impl Row {
@@ -316,6 +319,11 @@ fn run_one(
         chunk => Some(backends.base.join(chunk)),
     };
     let physical_before = physical_dir.as_deref().map_or(0, disk_bytes);
+    let cpu_dir = backends
+        .chunkfs
+        .iter()
+        .any(|(n, _)| n == backend)
+        .then(|| backends.base.join(backend));
     reset_peak_rss();
     let (options, probe) = backends.options(backend, run, dir)?;
     let client = open_db(dir, options.clone())?;
@@ -329,9 +337,21 @@ fn run_one(
         Durability::Log
     };
     client.create_table(TABLE, schema)?;
+    let cpu_before = (
+        cpu_seconds("self"),
+        cpu_dir.as_deref().map(processes_cpu_seconds),
+    );
     let (elapsed_s, reports) = super::load::parallel_load(&client, files)?;
     client.close()?;
     drop(client);
+    let load_cpu_s = (
+        cpu_seconds("self") - cpu_before.0,
+        cpu_dir
+            .as_deref()
+            .map(processes_cpu_seconds)
+            .zip(cpu_before.1)
+            .map(|(after, before)| after - before),
+    );
     let load_io = probe.counters.snapshot();
 
     let client = open_db(dir, options)?;
@@ -375,7 +395,58 @@ fn run_one(
         logical,
         physical,
         peak_rss_kb: super::peak_rss_kb(),
+        load_cpu_s,
     })
+}
+
+/// User and system CPU seconds of process `pid` (`self`: this one), all its threads; 0 when
+/// /proc does not tell.
+fn cpu_seconds(pid: &str) -> f64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) in parentheses: state is the
+    // 3rd field, utime the 14th and stime the 15th.
+    let Some((_, rest)) = stat.rsplit_once(')') else {
+        return 0.0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // SAFETY: sysconf reads a constant of the system; no memory of this process is touched.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) as f64 / hz
+}
+
+/// CPU seconds of the processes whose command line names `dir` (a chunkfs started by
+/// [`chunkfs::launch::LocalDfs`] passes its directory to every server it runs).
+fn processes_cpu_seconds(dir: &Path) -> f64 {
+    let want = dir.as_os_str().as_encoded_bytes();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return 0.0;
+    };
+    procs
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.bytes().all(|b| b.is_ascii_digit()).then_some(name)
+        })
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                // The directory or a path below it (`kfs-like` must not match
+                // `kfs-like-rs`).
+                c.split(|b| *b == 0).any(|arg| {
+                    arg.strip_prefix(want)
+                        .is_some_and(|rest| rest.is_empty() || rest[0] == b'/')
+                })
+            })
+        })
+        .map(|pid| cpu_seconds(&pid))
+        .sum()
 }
 
 /// Resets the process's peak resident set (VmHWM) so that each run reports its own; ignored
@@ -536,13 +607,13 @@ fn report(args: &DfsBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
     }
     println!();
     println!(
-        "| backend | flush | user MiB | MiB written | write amplification | files left | MiB left (one copy) | MiB on disk | peak RSS MiB |"
+        "| backend | flush | user MiB | MiB written | write amplification | files left | MiB left (one copy) | MiB on disk | peak RSS MiB | load CPU s (bench) | load CPU s (servers) |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in rows {
         let written: u64 = r.load_io.iter().map(|s| s.bytes_written).sum();
         println!(
-            "| {} | {} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {} | {} |",
+            "| {} | {} | {:.1} | {:.1} | {:.2} | {} | {:.1} | {} | {} | {:.1} | {} |",
             r.backend,
             r.mode(),
             mib(r.user_bytes()),
@@ -553,6 +624,8 @@ fn report(args: &DfsBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
             r.physical.map_or("-".into(), |b| format!("{:.1}", mib(b))),
             r.peak_rss_kb
                 .map_or("-".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
+            r.load_cpu_s.0,
+            r.load_cpu_s.1.map_or("-".into(), |s| format!("{s:.1}")),
         );
     }
     println!();
