@@ -32,6 +32,9 @@ pub struct LocalDfsOptions {
     pub dead_after_ms: u64,
     /// 0: no background checksum scan.
     pub scan_interval_ms: u64,
+    /// Chunk servers list their chunks this often (chunks no file owns are deleted); 0: only
+    /// after start.
+    pub block_report_ms: u64,
     /// The metadata server closes a file whose writer was silent this long.
     pub lease_timeout_ms: u64,
 }
@@ -47,6 +50,7 @@ impl LocalDfsOptions {
             heartbeat_ms: 200,
             dead_after_ms: 3_000,
             scan_interval_ms: 0,
+            block_report_ms: 60_000,
             lease_timeout_ms: 60_000,
         }
     }
@@ -204,6 +208,7 @@ impl LocalDfs {
             .arg(self.meta_addr.to_string())
             .args(["--heartbeat-ms", &o.heartbeat_ms.to_string()])
             .args(["--scan-interval-ms", &o.scan_interval_ms.to_string()])
+            .args(["--block-report-ms", &o.block_report_ms.to_string()])
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
             .stderr(log);
@@ -341,6 +346,7 @@ impl InProcessDfs {
                 ChunkServerOptions::new(dir.path().join(format!("cs{i}")), meta.local_addr());
             co.heartbeat_ms = options.heartbeat_ms;
             co.scan_interval_ms = options.scan_interval_ms;
+            co.block_report_ms = options.block_report_ms;
             chunks.push(
                 ChunkServer::start(
                     "127.0.0.1:0".parse().expect("an address"),

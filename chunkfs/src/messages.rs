@@ -237,6 +237,10 @@ pub struct BlockReportRequest {
     pub server: String,
     #[prost(message, repeated, tag = "2")]
     pub chunks: Vec<ChunkInfo>,
+    /// A periodic sweep rather than the full report of a server that (re)joined: only chunks
+    /// no file owns are answered (to delete), nothing else is learnt or judged from it.
+    #[prost(bool, tag = "3")]
+    pub sweep: bool,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

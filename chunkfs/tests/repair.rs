@@ -28,6 +28,7 @@ async fn reed_solomon_survives_a_lost_server_and_rebuilds_its_chunks() {
         heartbeat_ms: 100,
         dead_after_ms: 1_000,
         scan_interval_ms: 0,
+        block_report_ms: 60_000,
         lease_timeout_ms: 60_000,
     };
     let (mut dfs, fs) = InProcessDfs::start(options).await.expect("start");
@@ -167,6 +168,7 @@ async fn a_corrupt_striped_chunk_is_read_around_and_rebuilt() {
         heartbeat_ms: 100,
         dead_after_ms: 1_000,
         scan_interval_ms: 0,
+        block_report_ms: 60_000,
         lease_timeout_ms: 60_000,
     };
     let (dfs, fs) = InProcessDfs::start(options).await.expect("start");
@@ -305,6 +307,7 @@ async fn reed_solomon_writer_survives_a_server_lost_mid_block() {
         heartbeat_ms: 100,
         dead_after_ms: 1_000,
         scan_interval_ms: 0,
+        block_report_ms: 60_000,
         lease_timeout_ms: 60_000,
     };
     let (mut dfs, fs) = InProcessDfs::start(options).await.expect("start");

@@ -336,6 +336,10 @@ mod chunkfs_serve {
         meta: SocketAddr,
         #[arg(long, default_value_t = 500)]
         heartbeat_ms: u64,
+        /// Every chunk is listed to the metadata server this often, which answers the ones no
+        /// file owns (to delete) (0: only after start).
+        #[arg(long, default_value_t = 60_000)]
+        block_report_ms: u64,
         /// Every chunk's checksums are verified this often (0: never).
         #[arg(long, default_value_t = 300_000)]
         scan_interval_ms: u64,
@@ -427,6 +431,7 @@ mod chunkfs_serve {
         let mut options = ChunkServerOptions::new(store.clone(), args.meta);
         options.heartbeat_ms = args.heartbeat_ms.max(10);
         options.scan_interval_ms = args.scan_interval_ms;
+        options.block_report_ms = args.block_report_ms;
         let rt = tokio::runtime::Runtime::new()?;
         rt.block_on(async move {
             let server = ChunkServer::start(args.listen, &credentials, options)

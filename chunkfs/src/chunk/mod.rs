@@ -1,8 +1,10 @@
 //! The chunk server: stores chunk files ([`store::ChunkStore`]), serves writes (forwarding them
 //! down an hdfs-like pipeline), checksummed reads, finalization and copies to other servers
 //! (re-replication), and reports to the metadata server: a heartbeat every `heartbeat_ms`, a
-//! full block report when asked, and every replica whose checksum fails (found by a read or by
-//! the background scanner), so that the metadata server repairs it.
+//! full block report after every start and when asked, a sweep of its chunk list every
+//! `block_report_ms` (the metadata server answers the chunks no file owns, whose delete was
+//! lost, so they do not stay on disk for ever), and every replica whose checksum fails (found
+//! by a read or by the background scanner), so that the metadata server repairs it.
 
 pub mod store;
 
@@ -34,6 +36,9 @@ pub struct ChunkServerOptions {
     /// The metadata server.
     pub meta: SocketAddr,
     pub heartbeat_ms: u64,
+    /// Every chunk is listed to the metadata server this often (a sweep: chunks no file owns
+    /// are deleted; 0: only the full report after start).
+    pub block_report_ms: u64,
     /// The background scanner verifies every chunk this often (0: never).
     pub scan_interval_ms: u64,
     /// Largest chunk; writes past it are refused.
@@ -57,6 +62,7 @@ impl ChunkServerOptions {
             data_dir,
             meta,
             heartbeat_ms: 500,
+            block_report_ms: 60_000,
             scan_interval_ms: 300_000,
             max_chunk_bytes: 1 << 30,
             max_read_bytes: 16 << 20,
@@ -646,7 +652,17 @@ async fn reconstruct(shared: &Arc<Shared>, req: &ReconstructRequest) -> Result<(
 
 async fn heartbeat_loop(shared: Arc<Shared>) {
     let meta = shared.options.meta.to_string();
-    let period = Duration::from_millis(shared.options.heartbeat_ms.max(10));
+    let heartbeat_ms = shared.options.heartbeat_ms.max(10);
+    let period = Duration::from_millis(heartbeat_ms);
+    // Sweeps are paced in heartbeats (no clock read).
+    let sweep_every = match shared.options.block_report_ms {
+        0 => u64::MAX,
+        ms => ms.div_ceil(heartbeat_ms).max(1),
+    };
+    // The first report after a start is a full one even when the metadata server does not ask
+    // (it may not have noticed the restart): deletes it sent before are lost with the process.
+    let mut reported = false;
+    let mut beats = 0u64;
     loop {
         tokio::time::sleep(period).await;
         let client = match shared.peers.get(&meta, META_SERVER_NAME).await {
@@ -673,7 +689,10 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
             }
         };
         delete(&shared, reply.delete).await;
-        if reply.need_report {
+        beats = beats.saturating_add(1);
+        let full = reply.need_report || !reported;
+        if full || beats >= sweep_every {
+            // Listed after the deletes above ran: a chunk deleted since is not reported.
             let report = BlockReportRequest {
                 server: shared.addr.clone(),
                 chunks: shared
@@ -682,6 +701,7 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
                     .into_iter()
                     .map(|(chunk_id, length)| ChunkInfo { chunk_id, length })
                     .collect(),
+                sweep: !full,
             };
             match client
                 .call_message::<_, BlockReportReply>(
@@ -691,7 +711,11 @@ async fn heartbeat_loop(shared: Arc<Shared>) {
                 )
                 .await
             {
-                Ok(r) => delete(&shared, r.delete).await,
+                Ok(r) => {
+                    reported |= full;
+                    beats = 0;
+                    delete(&shared, r.delete).await;
+                }
                 Err(e) => debug!(error = %e, "chunk server: block report failed"),
             }
         }

@@ -263,6 +263,9 @@ impl Shared {
             });
         }
         let applied = st.cp.namespace.apply(op)?;
+        // Chunks are deleted only once the change that freed them is durable: a crash must
+        // not bring back a file whose chunks are gone.
+        let sync = sync || !applied.freed_chunks.is_empty();
         if let Err(e) = st.log.append(op, sync) {
             st.poisoned = Some(e.to_string());
             return Err(FsError::Backend {
@@ -510,6 +513,13 @@ impl Shared {
         }
     }
 
+    /// A chunk server's list of its chunks. Chunks no file owns are answered for deletion: a
+    /// chunk exists on a server only after the block naming it was logged, so an unowned one
+    /// was freed by a change already durable here (its delete was lost: queued for a server
+    /// that restarted, taken by a heartbeat whose server died before deleting, or dropped
+    /// past `max_pending_deletes`). A full report (a server that joined) also records the
+    /// server's replicas and refuses short ones; a sweep (`req.sweep`, sent periodically)
+    /// does nothing else.
     fn block_report(&self, req: BlockReportRequest) -> BlockReportReply {
         let mut st = self.state.lock();
         let mut delete = Vec::new();
@@ -523,6 +533,9 @@ impl Shared {
                 delete.push(c.chunk_id);
                 continue;
             };
+            if req.sweep {
+                continue;
+            }
             let k = b.chunks.iter().position(|x| *x == c.chunk_id).unwrap_or(0);
             // A replica shorter than its complete block is useless; a striped chunk of another
             // length is a stale one (its last parity cell may predate a cut of the block).
@@ -541,8 +554,13 @@ impl Shared {
             warn!(server = %req.server, chunk = c, "chunk server reported a short replica");
             delete.push(c);
         }
-        if let Some(s) = st.servers.get_mut(&req.server) {
+        if !req.sweep
+            && let Some(s) = st.servers.get_mut(&req.server)
+        {
             s.reported = true;
+        }
+        if !delete.is_empty() {
+            info!(server = %req.server, chunks = delete.len(), sweep = req.sweep, "block report: deleting chunks no file owns");
         }
         BlockReportReply { delete }
     }
