@@ -17,6 +17,14 @@ pub struct Rooted {
 }
 
 impl Rooted {
+    /// `fs` seen under `root`, as the engine takes it.
+    pub fn arc(fs: Arc<dyn Fs>, root: &str) -> Arc<dyn Fs> {
+        Arc::new(Rooted {
+            fs,
+            root: root.to_string(),
+        })
+    }
+
     fn at(&self, path: &str) -> String {
         if path == "/" {
             self.root.clone()

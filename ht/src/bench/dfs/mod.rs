@@ -208,11 +208,7 @@ impl Backends {
                     let fs = h
                         .block_on(BrokerFs::connect(addr, &creds, BrokerFsOptions::default()))
                         .map_err(storage)?;
-                    let fs: Arc<dyn dfs_broker::Fs> = Arc::new(fs);
-                    Ok(Arc::new(Rooted {
-                        fs,
-                        root: root.clone(),
-                    }) as Arc<dyn dfs_broker::Fs>)
+                    Ok(Rooted::arc(Arc::new(fs), &root))
                 })
             }
             "objstore" => {
@@ -241,11 +237,7 @@ impl Backends {
                             std::time::Duration::from_secs(30),
                         ))
                         .map_err(storage)?;
-                    let fs: Arc<dyn dfs_broker::Fs> = Arc::new(fs);
-                    Ok(Arc::new(Rooted {
-                        fs,
-                        root: root.clone(),
-                    }) as Arc<dyn dfs_broker::Fs>)
+                    Ok(Rooted::arc(Arc::new(fs), &root))
                 })
             }
             other => bail!(
@@ -379,6 +371,10 @@ fn run_one(
     drop(fs);
     client.close()?;
     drop(client);
+    if cpu_dir.is_some() {
+        // A chunkfs deletes replaced files' chunks at the servers' next heartbeats.
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
     let physical = physical_dir.map(|d| disk_bytes(&d).saturating_sub(physical_before));
     Ok(Row {
         backend: backend.to_string(),
