@@ -53,6 +53,7 @@ macro_rules! conformance_tests {
             reader_sees_growth,
             concurrent_readers_see_prefix,
             large_file_random_preads,
+            prefetched_reads,
             url_and_paths,
         );
     };
@@ -95,6 +96,7 @@ checks!(
     reader_sees_growth,
     concurrent_readers_see_prefix,
     large_file_random_preads,
+    prefetched_reads,
     url_and_paths,
 );
 
@@ -709,6 +711,61 @@ pub async fn large_file_random_preads(fs: Arc<dyn Fs>) {
         );
     }
     assert_err!(r.pread(TOTAL - 10, 11).await, FsError::ReadPastEnd { .. });
+}
+
+/// A prefetch hint never changes what a read returns: hinted ranges (empty, overlapping, past
+/// the end, at the end of the address space, hinted from a thread outside the runtime as the
+/// engine does, given before the file grew) read back exactly what was written, in pieces as a
+/// scan reads them and across a hinted range's edges; reads past the end still fail.
+pub async fn prefetched_reads(fs: Arc<dyn Fs>) {
+    const SEED: u64 = 10;
+    const FIRST: u64 = 2 << 20;
+    const TOTAL: u64 = 3 << 20;
+    let mut w = fs.create("/ra/f", false).await.expect("create");
+    w.append(&pattern(SEED, 0, FIRST as usize), AppendFlag::Flush)
+        .await
+        .expect("append");
+    let r = fs.open("/ra/f").await.expect("open");
+    let scan = |r: Arc<dyn FsReader>, from: u64, to: u64| async move {
+        let mut at = from;
+        while at < to {
+            let n = 25_000.min(to - at) as usize;
+            let what = format!("pread of {n} at {at} after a hint");
+            check_range(&what, SEED, at, &r.pread(at, n).await.expect("pread"));
+            at += n as u64;
+        }
+    };
+    r.prefetch(0, 0);
+    r.prefetch(FIRST, 1 << 20);
+    r.prefetch(u64::MAX - 10, 100);
+    let hinted = r.clone();
+    tokio::task::spawn_blocking(move || {
+        hinted.prefetch(100_000, 1 << 20);
+        hinted.prefetch(600_000, 1 << 20);
+    })
+    .await
+    .expect("a hint from a blocking thread");
+    scan(r.clone(), 100_000, 1_800_000).await;
+    r.prefetch(1_800_000, 200_000);
+    check_range(
+        "pread across a hinted range's start",
+        SEED,
+        1_700_000,
+        &r.pread(1_700_000, 200_000).await.expect("pread"),
+    );
+    // The file grows past what the reader knew when hinted.
+    r.prefetch(FIRST - 100_000, 1 << 20);
+    w.append(
+        &pattern(SEED, FIRST, (TOTAL - FIRST) as usize),
+        AppendFlag::Flush,
+    )
+    .await
+    .expect("append");
+    r.prefetch(FIRST + 100_000, 1 << 20);
+    scan(r.clone(), FIRST - 100_000, TOTAL).await;
+    assert_err!(r.pread(TOTAL - 10, 11).await, FsError::ReadPastEnd { .. });
+    w.close().await.expect("close");
+    scan(r, 0, 100_000).await;
 }
 
 /// FNV-1a, a checksum needing no dependency.

@@ -4,6 +4,7 @@
 //! append (with a durability flag), pread, length, close, remove, rename, mkdirs, readdir, exists.
 //! Backends: [`local::LocalFs`]; [`fault::FaultFs`] wraps any backend to inject failures in tests.
 //! [`BlockingFs`] lets synchronous engine code (which runs on blocking threads) call any backend.
+//! [`ReadAhead`] is how a networked backend answers [`FsReader::prefetch`].
 //! Every backend must pass the suite in `conformance` (feature `conformance`).
 
 pub mod broker;
@@ -12,6 +13,7 @@ pub mod conformance;
 pub mod fault;
 pub mod local;
 pub mod objstore;
+pub mod read_ahead;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -21,6 +23,7 @@ use common::ErrorKind;
 
 pub use fault::{FaultAction, FaultFs, FaultOp, FaultRule};
 pub use local::LocalFs;
+pub use read_ahead::{ReadAhead, ReadAheadBudget, ReadAheadOptions, ReadAheadStats};
 
 /// What an append must achieve before it returns.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -82,6 +82,11 @@ pub struct ObjectStoreOptions {
     pub allow_http: Option<bool>,
     /// Further `object_store` configuration keys and values (`aws_conditional_put`, ...).
     pub config: Vec<(String, String)>,
+    /// Each reader's windows of read-ahead ([`crate::FsReader::prefetch`],
+    /// `crate::read_ahead`).
+    pub read_ahead: crate::ReadAheadOptions,
+    /// Bytes all the readers of this file system may hold in read-ahead windows at once.
+    pub read_ahead_budget_bytes: u64,
 }
 
 impl Default for ObjectStoreOptions {
@@ -94,6 +99,8 @@ impl Default for ObjectStoreOptions {
             secret_access_key: None,
             allow_http: None,
             config: Vec::new(),
+            read_ahead: crate::ReadAheadOptions::default(),
+            read_ahead_budget_bytes: 64 << 20,
         }
     }
 }
@@ -122,6 +129,8 @@ pub(crate) struct Inner {
     /// Cleared when the store answers `PutMode::Create` with "not implemented" (S3 without
     /// conditional puts): existence is then checked with a HEAD before an unconditional put.
     create_mode: AtomicBool,
+    read_ahead: crate::ReadAheadOptions,
+    read_ahead_budget: Arc<crate::ReadAheadBudget>,
 }
 
 fn backend(op: &'static str, path: &str, msg: impl std::fmt::Display) -> FsError {
@@ -474,26 +483,34 @@ impl ObjectStoreFs {
                 (Arc::from(store), prefix)
             }
         };
-        Ok(Self::with_store(store, prefix, url, options.segment_bytes))
+        Ok(Self::with_store(store, prefix, url, &options))
     }
 
-    /// A file system on an existing store, its keys below `prefix`; `url` names it.
+    /// A file system on an existing store, its keys below `prefix`; `url` names it (of
+    /// `options`, only the segment size and read-ahead apply).
     pub fn with_store(
         store: Arc<dyn ObjectStore>,
         prefix: Path,
         url: &str,
-        segment_bytes: usize,
+        options: &ObjectStoreOptions,
     ) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
                 files: prefix.clone().join("files"),
                 segments: prefix.join("segments"),
-                segment_bytes: segment_bytes.max(1),
+                segment_bytes: options.segment_bytes.max(1),
                 create_mode: AtomicBool::new(true),
+                read_ahead: options.read_ahead,
+                read_ahead_budget: crate::ReadAheadBudget::new(options.read_ahead_budget_bytes),
             }),
             url: url.to_string(),
         }
+    }
+
+    /// What this file system's readers did with read-ahead hints.
+    pub fn read_ahead_stats(&self) -> crate::ReadAheadStats {
+        self.inner.read_ahead_budget.stats()
     }
 
     /// The underlying store.

@@ -27,7 +27,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use common::time::{Clock, system_clock};
-use dfs_broker::{DirEntry, Fs, FsError, FsReader, FsResult, FsWriter};
+use dfs_broker::{
+    DirEntry, Fs, FsError, FsReader, FsResult, FsWriter, ReadAheadBudget, ReadAheadOptions,
+    ReadAheadStats,
+};
 use prost::Message;
 use rpc::{ClusterCredentials, RetryPolicy, RpcError};
 
@@ -63,6 +66,10 @@ pub struct ChunkFsOptions {
     pub idle_timeout: Duration,
     /// What "how long ago" is measured with (an unreachable chunk server's back-off).
     pub clock: Arc<dyn Clock>,
+    /// Each reader's windows of read-ahead ([`FsReader::prefetch`], `dfs_broker::read_ahead`).
+    pub read_ahead: ReadAheadOptions,
+    /// Bytes all the readers of this client may hold in read-ahead windows at once.
+    pub read_ahead_budget_bytes: u64,
 }
 
 impl Default for ChunkFsOptions {
@@ -84,6 +91,8 @@ impl Default for ChunkFsOptions {
             lease_renew_interval: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(3),
             clock: system_clock(),
+            read_ahead: ReadAheadOptions::default(),
+            read_ahead_budget_bytes: 64 << 20,
         }
     }
 }
@@ -96,6 +105,7 @@ struct Inner {
     peers: Peers,
     options: ChunkFsOptions,
     coder: Option<Coder>,
+    read_ahead: Arc<ReadAheadBudget>,
 }
 
 /// A chunkfs file system.
@@ -198,6 +208,7 @@ impl ChunkFs {
                     options.idle_timeout,
                     options.clock.clone(),
                 ),
+                read_ahead: ReadAheadBudget::new(options.read_ahead_budget_bytes),
                 options,
                 coder,
             }),
@@ -210,6 +221,11 @@ impl ChunkFs {
 
     pub fn layout(&self) -> Layout {
         self.inner.layout
+    }
+
+    /// What this client's readers did with read-ahead hints.
+    pub fn read_ahead_stats(&self) -> ReadAheadStats {
+        self.inner.read_ahead.stats()
     }
 
     /// The metadata server's status (servers, under-replicated chunks, repairs).

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use dfs_broker::{FsError, FsReader, FsResult};
+use dfs_broker::{FsError, FsReader, FsResult, ReadAhead};
 use futures_util::StreamExt as _;
 use futures_util::future::join_all;
 
@@ -158,14 +158,17 @@ pub struct ChunkFsReader {
     inner: Arc<Inner>,
     path: String,
     stat: tokio::sync::Mutex<Arc<StatReply>>,
+    ahead: ReadAhead,
 }
 
 impl ChunkFsReader {
     pub(super) fn new(inner: Arc<Inner>, path: &str, stat: StatReply) -> Self {
+        let ahead = ReadAhead::new(inner.options.read_ahead, inner.read_ahead.clone());
         Self {
             inner,
             path: path.to_string(),
             stat: tokio::sync::Mutex::new(Arc::new(stat)),
+            ahead,
         }
     }
 
@@ -177,7 +180,10 @@ impl ChunkFsReader {
         }
         Ok(cur.clone())
     }
+}
 
+impl Inner {
+    /// Reads `[offset, offset + len)` of the file `stat` describes, block by block.
     async fn read_range(
         &self,
         stat: &StatReply,
@@ -192,7 +198,7 @@ impl ChunkFsReader {
             if b_end > offset && start < end {
                 let from = offset.max(start) - start;
                 let to = end.min(b_end) - start;
-                out.extend(self.inner.read_block(b, from, to).await?);
+                out.extend(self.read_block(b, from, to).await?);
             }
             start = b_end;
             if start >= end {
@@ -226,12 +232,16 @@ impl FsReader for ChunkFsReader {
         if len == 0 {
             return Ok(Vec::new());
         }
-        match self.read_range(&stat, offset, len).await {
+        if let Some(d) = self.ahead.read(offset, len).await {
+            return Ok(d);
+        }
+        match self.inner.read_range(&stat, offset, len).await {
             Ok(d) => Ok(d),
             Err(first) => {
                 // Locations may have moved (a dead server, a repaired replica): look again.
                 let stat = self.refresh().await?;
-                self.read_range(&stat, offset, len)
+                self.inner
+                    .read_range(&stat, offset, len)
                     .await
                     .map_err(|e| backend("pread", &self.path, format!("{e} (before: {first})")))
             }
@@ -244,5 +254,23 @@ impl FsReader for ChunkFsReader {
 
     fn path(&self) -> &str {
         &self.path
+    }
+
+    /// Reads the range in the background into a window a later pread takes it from
+    /// (`dfs_broker::read_ahead`); a file's bytes below its length never change, so a
+    /// window read with the reader's last stat stays true.
+    fn prefetch(&self, offset: u64, len: usize) {
+        let Ok(stat) = self.stat.try_lock().map(|s| s.clone()) else {
+            return;
+        };
+        let inner = self.inner.clone();
+        let path = self.path.clone();
+        self.ahead
+            .start(offset, len, stat.length, move |offset, len| async move {
+                inner
+                    .read_range(&stat, offset, len)
+                    .await
+                    .map_err(|e| backend("prefetch", &path, e))
+            });
     }
 }

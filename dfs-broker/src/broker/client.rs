@@ -18,7 +18,10 @@ use tracing::debug;
 
 use super::messages::*;
 use super::{DEFAULT_CHUNK_BYTES, SERVER_NAME, effective_chunk};
-use crate::{AppendFlag, DirEntry, Fs, FsError, FsReader, FsResult, FsWriter};
+use crate::{
+    AppendFlag, DirEntry, Fs, FsError, FsReader, FsResult, FsWriter, ReadAhead, ReadAheadBudget,
+    ReadAheadOptions, ReadAheadStats,
+};
 
 /// Options of a broker client.
 #[derive(Debug, Clone)]
@@ -39,6 +42,10 @@ pub struct BrokerFsOptions {
     pub keepalive_interval: Duration,
     /// The slowest transfer rate a pread is given time for, on top of `call_timeout`.
     pub pread_bytes_per_sec: u64,
+    /// Each reader's windows of read-ahead ([`FsReader::prefetch`], `crate::read_ahead`).
+    pub read_ahead: ReadAheadOptions,
+    /// Bytes all the readers of this client may hold in read-ahead windows at once.
+    pub read_ahead_budget_bytes: u64,
 }
 
 impl Default for BrokerFsOptions {
@@ -51,6 +58,8 @@ impl Default for BrokerFsOptions {
             max_message_bytes: rpc::frame::DEFAULT_MAX_MESSAGE_BYTES,
             keepalive_interval: Duration::from_secs(15),
             pread_bytes_per_sec: 8 << 20,
+            read_ahead: ReadAheadOptions::default(),
+            read_ahead_budget_bytes: 64 << 20,
         }
     }
 }
@@ -60,6 +69,7 @@ struct Conn {
     url: String,
     options: BrokerFsOptions,
     chunk: usize,
+    read_ahead: Arc<ReadAheadBudget>,
 }
 
 /// A file system served by a DFS broker. Cheap to clone; clones share one connection.
@@ -130,6 +140,7 @@ impl BrokerFs {
             client,
             url: format!("broker://{addr}"),
             chunk: effective_chunk(options.chunk_bytes, options.max_message_bytes),
+            read_ahead: ReadAheadBudget::new(options.read_ahead_budget_bytes),
             options,
         });
         let fs = Self { conn };
@@ -146,6 +157,11 @@ impl BrokerFs {
     }
 
     /// The broker's status: its backend's URL and table sizes.
+    /// What this client's readers did with read-ahead hints.
+    pub fn read_ahead_stats(&self) -> ReadAheadStats {
+        self.conn.read_ahead.stats()
+    }
+
     pub async fn status(&self) -> FsResult<StatusReply> {
         let payload = self
             .conn
@@ -361,6 +377,7 @@ impl Fs for BrokerFs {
         Ok(Arc::new(BrokerReader {
             conn: self.conn.clone(),
             path: path.to_string(),
+            ahead: ReadAhead::new(self.conn.options.read_ahead, self.conn.read_ahead.clone()),
         }))
     }
 
@@ -536,16 +553,39 @@ impl FsWriter for BrokerWriter {
 pub struct BrokerReader {
     conn: Arc<Conn>,
     path: String,
+    ahead: ReadAhead,
+}
+
+impl Conn {
+    /// A pread, retried on transport failures.
+    async fn pread(&self, path: &str, offset: u64, len: usize) -> FsResult<Vec<u8>> {
+        let attempt = || self.pread_once(path, offset, len);
+        match rpc::retry(&self.options.retry, attempt).await {
+            Ok(result) => result,
+            Err(e) => Err(self.transport(method::PREAD, path, &e)),
+        }
+    }
 }
 
 #[async_trait]
 impl FsReader for BrokerReader {
     async fn pread(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
-        let attempt = || self.conn.pread_once(&self.path, offset, len);
-        match rpc::retry(&self.conn.options.retry, attempt).await {
-            Ok(result) => result,
-            Err(e) => Err(self.conn.transport(method::PREAD, &self.path, &e)),
+        if let Some(d) = self.ahead.read(offset, len).await {
+            return Ok(d);
         }
+        self.conn.pread(&self.path, offset, len).await
+    }
+
+    /// Reads the range in the background into a window a later pread takes it from
+    /// (`crate::read_ahead`). The reader does not know the file's length: a window past the
+    /// end fails and answers nothing.
+    fn prefetch(&self, offset: u64, len: usize) {
+        let conn = self.conn.clone();
+        let path = self.path.clone();
+        self.ahead
+            .start(offset, len, u64::MAX, move |offset, len| async move {
+                conn.pread(&path, offset, len).await
+            });
     }
 
     async fn length(&self) -> FsResult<u64> {

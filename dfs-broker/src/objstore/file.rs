@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use super::manifest::Manifest;
 use super::{CONCURRENT_REQUESTS, Inner, store_err};
-use crate::{AppendFlag, FsError, FsReader, FsResult, FsWriter};
+use crate::{AppendFlag, FsError, FsReader, FsResult, FsWriter, ReadAhead};
 
 /// A file open for appending.
 pub(crate) struct ObjWriter {
@@ -155,6 +155,7 @@ pub(crate) struct ObjReader {
     /// The manifest last read: segments are immutable, so reads within its length need no
     /// new manifest.
     manifest: Mutex<Arc<Manifest>>,
+    ahead: ReadAhead,
 }
 
 /// Why reading segments failed.
@@ -166,10 +167,12 @@ enum ReadErr {
 
 impl ObjReader {
     pub(crate) fn new(inner: Arc<Inner>, path: String, manifest: Manifest) -> Self {
+        let ahead = ReadAhead::new(inner.read_ahead, inner.read_ahead_budget.clone());
         Self {
             inner,
             path,
             manifest: Mutex::new(Arc::new(manifest)),
+            ahead,
         }
     }
 
@@ -189,50 +192,6 @@ impl ObjReader {
             *held = m.clone();
         }
         Ok(m)
-    }
-
-    async fn read_pieces(&self, m: &Manifest, offset: u64, len: usize) -> Result<Vec<u8>, ReadErr> {
-        let id_hex = m.id_hex();
-        let pieces = m.map_range(offset, len as u64);
-        let inner = &self.inner;
-        let id = &id_hex;
-        let parts: Vec<Bytes> = stream::iter(pieces)
-            .map(|p| async move {
-                let key = inner.segment_key(id, p.segment);
-                let got = inner
-                    .store()
-                    .get_range(&key, p.offset..p.offset + p.len)
-                    .await;
-                match got {
-                    Ok(b) if b.len() as u64 == p.len => Ok(b),
-                    Ok(b) => Err(ReadErr::Other(FsError::Backend {
-                        op: "pread",
-                        path: self.path.clone(),
-                        msg: format!(
-                            "segment object {key}: asked for {} bytes at {}, got {}",
-                            p.len,
-                            p.offset,
-                            b.len()
-                        ),
-                    })),
-                    Err(object_store::Error::NotFound { .. }) => {
-                        Err(ReadErr::Missing(FsError::Backend {
-                            op: "pread",
-                            path: self.path.clone(),
-                            msg: format!("segment object {key} is missing"),
-                        }))
-                    }
-                    Err(e) => Err(ReadErr::Other(store_err("pread", &self.path, e))),
-                }
-            })
-            .buffered(CONCURRENT_REQUESTS)
-            .try_collect()
-            .await?;
-        let mut out = Vec::with_capacity(len);
-        for p in parts {
-            out.extend_from_slice(&p);
-        }
-        Ok(out)
     }
 
     /// The manifest to read `offset..end` with: the held one if it covers the range, else a
@@ -260,6 +219,56 @@ impl ObjReader {
     }
 }
 
+/// Reads `[offset, offset + len)` of the file `m` describes, its segments' ranges at once.
+async fn read_pieces(
+    inner: &Inner,
+    path: &str,
+    m: &Manifest,
+    offset: u64,
+    len: usize,
+) -> Result<Vec<u8>, ReadErr> {
+    let id_hex = m.id_hex();
+    let pieces = m.map_range(offset, len as u64);
+    let id = &id_hex;
+    let parts: Vec<Bytes> = stream::iter(pieces)
+        .map(|p| async move {
+            let key = inner.segment_key(id, p.segment);
+            let got = inner
+                .store()
+                .get_range(&key, p.offset..p.offset + p.len)
+                .await;
+            match got {
+                Ok(b) if b.len() as u64 == p.len => Ok(b),
+                Ok(b) => Err(ReadErr::Other(FsError::Backend {
+                    op: "pread",
+                    path: path.to_string(),
+                    msg: format!(
+                        "segment object {key}: asked for {} bytes at {}, got {}",
+                        p.len,
+                        p.offset,
+                        b.len()
+                    ),
+                })),
+                Err(object_store::Error::NotFound { .. }) => {
+                    Err(ReadErr::Missing(FsError::Backend {
+                        op: "pread",
+                        path: path.to_string(),
+                        msg: format!("segment object {key} is missing"),
+                    }))
+                }
+                Err(e) => Err(ReadErr::Other(store_err("pread", path, e))),
+            }
+        })
+        .buffered(CONCURRENT_REQUESTS)
+        .try_collect()
+        .await?;
+    let mut out = Vec::with_capacity(len);
+    for p in parts {
+        out.extend_from_slice(&p);
+    }
+    Ok(out)
+}
+
 #[async_trait]
 impl FsReader for ObjReader {
     async fn pread(&self, offset: u64, len: usize) -> FsResult<Vec<u8>> {
@@ -268,7 +277,10 @@ impl FsReader for ObjReader {
         if len == 0 {
             return Ok(Vec::new());
         }
-        match self.read_pieces(&m, offset, len).await {
+        if let Some(d) = self.ahead.read(offset, len).await {
+            return Ok(d);
+        }
+        match read_pieces(&self.inner, &self.path, &m, offset, len).await {
             Ok(v) => Ok(v),
             Err(ReadErr::Other(e)) => Err(e),
             Err(ReadErr::Missing(e)) => {
@@ -277,7 +289,7 @@ impl FsReader for ObjReader {
                 if fresh.id == m.id {
                     return Err(e);
                 }
-                match self.read_pieces(&fresh, offset, len).await {
+                match read_pieces(&self.inner, &self.path, &fresh, offset, len).await {
                     Ok(v) => Ok(v),
                     Err(ReadErr::Missing(e) | ReadErr::Other(e)) => Err(e),
                 }
@@ -291,5 +303,18 @@ impl FsReader for ObjReader {
 
     fn path(&self) -> &str {
         &self.path
+    }
+
+    /// Reads the range in the background into a window a later pread takes it from
+    /// (`crate::read_ahead`), with the manifest held: segments never change.
+    fn prefetch(&self, offset: u64, len: usize) {
+        let m = self.manifest.lock().clone();
+        let (inner, path) = (self.inner.clone(), self.path.clone());
+        self.ahead
+            .start(offset, len, m.len(), move |offset, len| async move {
+                read_pieces(&inner, &path, &m, offset, len)
+                    .await
+                    .map_err(|(ReadErr::Missing(e) | ReadErr::Other(e))| e)
+            });
     }
 }
