@@ -29,6 +29,9 @@ pub struct ClientOptions {
     pub idle_timeout: Duration,
     /// Bound on setting up a connection (including the TLS handshake).
     pub connect_timeout: Duration,
+    /// Kernel buffer of the endpoint's UDP socket, each direction (`socket.rs`); 0 keeps
+    /// the system's default.
+    pub socket_buffer_bytes: usize,
 }
 
 impl Default for ClientOptions {
@@ -37,6 +40,7 @@ impl Default for ClientOptions {
             max_message_bytes: frame::DEFAULT_MAX_MESSAGE_BYTES,
             idle_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
+            socket_buffer_bytes: crate::socket::DEFAULT_SOCKET_BUFFER_BYTES,
         }
     }
 }
@@ -119,7 +123,7 @@ impl Client {
         options: ClientOptions,
     ) -> Result<Self, RpcError> {
         let bind = bind_addr(addr, local_ip());
-        let endpoint = quinn::Endpoint::client(bind)
+        let endpoint = crate::socket::endpoint(bind, None, options.socket_buffer_bytes)
             .map_err(|source| RpcError::Endpoint { addr: bind, source })?;
         let client = Self {
             endpoint,

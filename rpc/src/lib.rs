@@ -9,6 +9,7 @@ pub mod error;
 pub mod frame;
 pub mod retry;
 pub mod server;
+mod socket;
 pub mod tls;
 
 /// The payload type of calls and streams, for services written outside this crate.
@@ -17,4 +18,5 @@ pub use client::{Client, ClientOptions, ResponseStream, bind_addr, local_ip, set
 pub use error::RpcError;
 pub use retry::{Backoff, RetryPolicy, retry, retry_seeded};
 pub use server::{PeerInfo, STALLED_READER, Server, ServerOptions, Service, StreamSink};
+pub use socket::DEFAULT_SOCKET_BUFFER_BYTES;
 pub use tls::{ClusterCredentials, TlsError};

@@ -129,6 +129,9 @@ pub struct ServerOptions {
     pub max_concurrent_streams_per_connection: u32,
     /// A connection with no traffic for this long is closed.
     pub idle_timeout: Duration,
+    /// Kernel buffer of the endpoint's UDP socket, each direction (`socket.rs`); 0 keeps
+    /// the system's default.
+    pub socket_buffer_bytes: usize,
 }
 
 impl Default for ServerOptions {
@@ -137,6 +140,7 @@ impl Default for ServerOptions {
             max_message_bytes: frame::DEFAULT_MAX_MESSAGE_BYTES,
             max_concurrent_streams_per_connection: 256,
             idle_timeout: Duration::from_secs(30),
+            socket_buffer_bytes: crate::socket::DEFAULT_SOCKET_BUFFER_BYTES,
         }
     }
 }
@@ -171,7 +175,7 @@ impl Server {
             options.max_concurrent_streams_per_connection,
             options.idle_timeout,
         )?;
-        let endpoint = quinn::Endpoint::server(config, addr)
+        let endpoint = crate::socket::endpoint(addr, Some(config), options.socket_buffer_bytes)
             .map_err(|source| RpcError::Endpoint { addr, source })?;
         let local_addr = endpoint
             .local_addr()

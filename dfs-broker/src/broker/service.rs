@@ -161,6 +161,7 @@ impl<F: Fs + ?Sized> BrokerService<F> {
             max_message_bytes: o.max_message_bytes,
             max_concurrent_streams_per_connection: o.max_concurrent_calls_per_connection,
             idle_timeout: o.connection_idle_timeout,
+            ..ServerOptions::default()
         };
         Server::bind_with(addr, credentials, self.clone(), server_options)
     }

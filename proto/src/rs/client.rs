@@ -151,6 +151,7 @@ impl RangeServerClient {
             max_message_bytes: options.max_message_bytes,
             connect_timeout: options.connect_timeout,
             idle_timeout: options.idle_timeout,
+            ..ClientOptions::default()
         };
         let config = credentials
             .client_config(rpc_options.idle_timeout)
