@@ -1,8 +1,11 @@
 //! `ht bench engine`: the range server engine against RocksDB's db_bench on the same workloads.
 //!
 //! Both sides write 8-byte big-endian keys (db_bench's binary key format) with 16-byte values in
-//! batches of 1000 from one thread, then read them back. ht runs and RocksDB runs alternate pair by
-//! pair; the table shows medians and the median of the per-pair ratios.
+//! batches of 1000 from one thread, then read them back, overwrite them, and read while a second
+//! thread writes. ht runs and RocksDB runs (`bench/db_bench.sh`) alternate pair by pair; the table
+//! shows medians and the median of the per-pair ratios, and the write amplification of the
+//! fillrandom database (bytes written to the file system per byte of user data: ht's commit log,
+//! cell stores and meta log; RocksDB's write-ahead log, flushes and compactions).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -19,14 +22,23 @@ use rand::{Rng, SeedableRng};
 use rangeserver::engine::{Engine, EngineOptions, MutationRef};
 use rangeserver::scan::spec::{RowInterval, ScanSpec};
 
+use super::dfs::counting::{Counters, Counting};
+
 /// The workloads in table order; the names are db_bench's (plus the script's `_sync` suffix).
-pub const WORKLOADS: [&str; 5] = [
+pub const WORKLOADS: [&str; 7] = [
     "fillrandom",
     "fillseq",
     "fillrandom_sync",
+    "overwrite",
     "readseq",
     "readrandom",
+    "readwhilewriting",
 ];
+
+/// The key of the write amplification in [`Figures`] (not ops/s: lower is better).
+const WRITE_AMP: &str = "write_amplification";
+/// Bytes of user data per cell: the key and the value, as RocksDB's `rocksdb.bytes.written`.
+const USER_BYTES_PER_CELL: u64 = 8 + VALUE_BYTES as u64;
 
 /// Cells per `apply`, as db_bench's `--batch_size=1000`.
 const BATCH: usize = 1000;
@@ -50,12 +62,16 @@ pub struct EngineArgs {
     /// Run only the ht side.
     #[arg(long)]
     no_rocksdb: bool,
-    /// The RocksDB baseline script, relative to the repository root.
-    #[arg(long, default_value = "../shared/bench/rocksdb-baseline.sh")]
+    /// The RocksDB side (`NUM READS DIR` -> `<workload> <ops/s>` lines and
+    /// `write_amplification <x>`), relative to the repository root.
+    #[arg(long, default_value = "bench/db_bench.sh")]
     rocksdb_script: PathBuf,
     /// Seed of the random key orders.
     #[arg(long, default_value_t = 301)]
     seed: u64,
+    /// Print the result line instead of appending it to bench/RESULTS.md.
+    #[arg(long)]
+    no_record: bool,
 }
 
 /// Ops/s per workload from one run of one side.
@@ -106,11 +122,14 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
 }
 
 fn format_figures(f: &Figures) -> String {
-    WORKLOADS
+    let mut parts: Vec<String> = WORKLOADS
         .iter()
         .filter_map(|w| f.get(*w).map(|v| format!("{w}={v:.0}")))
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect();
+    if let Some(w) = f.get(WRITE_AMP) {
+        parts.push(format!("{WRITE_AMP}={w:.2}"));
+    }
+    parts.join(" ")
 }
 
 /// Prints the table and appends the line to bench/RESULTS.md.
@@ -141,6 +160,26 @@ fn report(args: &EngineArgs, ht: &[Figures], rdb: &[Figures]) -> anyhow::Result<
             fmt_ratio(xm)
         ));
     }
+    let h: Vec<f64> = ht.iter().filter_map(|f| f.get(WRITE_AMP).copied()).collect();
+    let r: Vec<f64> = rdb.iter().filter_map(|f| f.get(WRITE_AMP).copied()).collect();
+    let (hm, rm) = (super::median(&h), super::median(&r));
+    let x = if hm.is_finite() && rm.is_finite() && rm > 0.0 {
+        hm / rm
+    } else {
+        f64::NAN
+    };
+    println!(
+        "| write amplification (lower is better) | {} | {} | {} |",
+        fmt_ratio(hm),
+        fmt_ratio(rm),
+        fmt_ratio(x)
+    );
+    figures.push(format!(
+        "write amplification {}/{} ({})",
+        fmt_ratio(hm),
+        fmt_ratio(rm),
+        fmt_ratio(x)
+    ));
     let line = format!(
         "| {} | {} | {} | `{}` | {} |",
         super::utc_now(),
@@ -149,12 +188,16 @@ fn report(args: &EngineArgs, ht: &[Figures], rdb: &[Figures]) -> anyhow::Result<
         super::command_line(),
         figures.join("; ")
     );
-    let path = super::append_result(&line)?;
-    println!(
-        "(medians of {} runs; appended to {})",
-        args.runs,
-        path.display()
-    );
+    if args.no_record {
+        println!("(medians of {} runs)\n{line}", args.runs);
+    } else {
+        let path = super::append_result(&line)?;
+        println!(
+            "(medians of {} runs; appended to {})",
+            args.runs,
+            path.display()
+        );
+    }
     Ok(())
 }
 
@@ -179,6 +222,7 @@ fn run_rocksdb(args: &EngineArgs, dir: &Path) -> anyhow::Result<Figures> {
     let out = Command::new("bash")
         .arg(&args.rocksdb_script)
         .arg(args.num.to_string())
+        .arg(args.num.min(MAX_READS).to_string())
         .arg(dir)
         .output()
         .with_context(|| format!("running {}", args.rocksdb_script.display()))?;
@@ -210,7 +254,8 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
     let values = ValueGen::new(&mut rng);
     let n = args.num;
 
-    let db = HtDb::open(&dir.join("a"), rt, Durability::Flush)?;
+    let counters = Arc::new(Counters::default());
+    let db = HtDb::open(&dir.join("a"), rt, Durability::Flush, Some(counters.clone()))?;
     let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
     let t = db.fill(&keys, &values)?;
     f.insert("fillrandom".into(), n as f64 / t.as_secs_f64());
@@ -243,15 +288,32 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
         after.block_cache_hits - before.block_cache_hits,
         after.block_cache_misses - before.block_cache_misses
     );
+    let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
+    let t = db.fill(&keys, &values)?;
+    f.insert("overwrite".into(), n as f64 / t.as_secs_f64());
+    let reads: Vec<u64> = (0..n.min(MAX_READS))
+        .map(|_| rng.random_range(0..n))
+        .collect();
+    let (found, written, t) = db.read_while_writing(&reads, n, &values, rng.random())?;
+    f.insert("readwhilewriting".into(), reads.len() as f64 / t.as_secs_f64());
     db.close()?;
+    let user = (2 * n + written) * USER_BYTES_PER_CELL;
+    let wrote: u64 = counters.snapshot().iter().map(|k| k.bytes_written).sum();
+    f.insert(WRITE_AMP.into(), wrote as f64 / user as f64);
+    eprintln!(
+        "  ht readwhilewriting {found} of {} found while {written} cells were written; {:.1} MiB written for {:.1} MiB of user data",
+        reads.len(),
+        wrote as f64 / 1048576.0,
+        user as f64 / 1048576.0
+    );
 
-    let db = HtDb::open(&dir.join("b"), rt, Durability::Flush)?;
+    let db = HtDb::open(&dir.join("b"), rt, Durability::Flush, None)?;
     let keys: Vec<u64> = (0..n).collect();
     let t = db.fill(&keys, &values)?;
     f.insert("fillseq".into(), n as f64 / t.as_secs_f64());
     db.close()?;
 
-    let db = HtDb::open(&dir.join("c"), rt, Durability::Sync)?;
+    let db = HtDb::open(&dir.join("c"), rt, Durability::Sync, None)?;
     let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
     let t = db.fill(&keys, &values)?;
     f.insert("fillrandom_sync".into(), n as f64 / t.as_secs_f64());
@@ -295,13 +357,18 @@ struct HtDb {
 }
 
 impl HtDb {
+    /// A fresh database in `dir`; with `counters`, what it writes to the file system is counted.
     fn open(
         dir: &Path,
         rt: &tokio::runtime::Runtime,
         durability: Durability,
+        counters: Option<Arc<Counters>>,
     ) -> anyhow::Result<Self> {
         let _ = std::fs::remove_dir_all(dir);
-        let fs: Arc<dyn Fs> = Arc::new(LocalFs::new(dir)?);
+        let mut fs: Arc<dyn Fs> = Arc::new(LocalFs::new(dir)?);
+        if let Some(counters) = counters {
+            fs = Arc::new(Counting { fs, counters });
+        }
         let engine = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone())?;
         let mut schema = TableSchema::new(TABLE_ID, "/bench");
         let family = schema.add_family("v");
@@ -363,6 +430,39 @@ impl HtDb {
             found += u64::from(n > 0);
         }
         Ok((found, start.elapsed()))
+    }
+
+    /// Point reads of `keys` while another thread writes random keys of `0..space` in batches,
+    /// as db_bench's readwhilewriting; returns the keys found, the cells written and the
+    /// reads' time.
+    fn read_while_writing(
+        &self,
+        keys: &[u64],
+        space: u64,
+        values: &ValueGen,
+        seed: u64,
+    ) -> anyhow::Result<(u64, u64, Duration)> {
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let n = space.max(1);
+        std::thread::scope(|scope| {
+            let writer = scope.spawn(|| -> anyhow::Result<u64> {
+                let mut rng = StdRng::seed_from_u64(seed);
+                let mut written = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let batch: Vec<u64> = (0..BATCH).map(|_| rng.random_range(0..n)).collect();
+                    self.fill(&batch, values)?;
+                    written += BATCH as u64;
+                }
+                Ok(written)
+            });
+            let read = self.readrandom(keys);
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            let written = writer
+                .join()
+                .map_err(|_| anyhow::anyhow!("the readwhilewriting writer panicked"))??;
+            let (found, t) = read?;
+            Ok((found, written, t))
+        })
     }
 
     fn close(self) -> anyhow::Result<()> {

@@ -26,7 +26,7 @@ use rpc::ClusterCredentials;
 use super::load::{FAMILIES, TABLE};
 
 mod chart;
-mod counting;
+pub(crate) mod counting;
 
 use counting::{Counters, Counting, Kind, Rooted, Snapshot};
 
