@@ -160,8 +160,14 @@ fn report(args: &EngineArgs, ht: &[Figures], rdb: &[Figures]) -> anyhow::Result<
             fmt_ratio(xm)
         ));
     }
-    let h: Vec<f64> = ht.iter().filter_map(|f| f.get(WRITE_AMP).copied()).collect();
-    let r: Vec<f64> = rdb.iter().filter_map(|f| f.get(WRITE_AMP).copied()).collect();
+    let h: Vec<f64> = ht
+        .iter()
+        .filter_map(|f| f.get(WRITE_AMP).copied())
+        .collect();
+    let r: Vec<f64> = rdb
+        .iter()
+        .filter_map(|f| f.get(WRITE_AMP).copied())
+        .collect();
     let (hm, rm) = (super::median(&h), super::median(&r));
     let x = if hm.is_finite() && rm.is_finite() && rm > 0.0 {
         hm / rm
@@ -255,7 +261,12 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
     let n = args.num;
 
     let counters = Arc::new(Counters::default());
-    let db = HtDb::open(&dir.join("a"), rt, Durability::Flush, Some(counters.clone()))?;
+    let db = HtDb::open(
+        &dir.join("a"),
+        rt,
+        Durability::Flush,
+        Some(counters.clone()),
+    )?;
     let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
     let t = db.fill(&keys, &values)?;
     f.insert("fillrandom".into(), n as f64 / t.as_secs_f64());
@@ -295,7 +306,10 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
         .map(|_| rng.random_range(0..n))
         .collect();
     let (found, written, t) = db.read_while_writing(&reads, n, &values, rng.random())?;
-    f.insert("readwhilewriting".into(), reads.len() as f64 / t.as_secs_f64());
+    f.insert(
+        "readwhilewriting".into(),
+        reads.len() as f64 / t.as_secs_f64(),
+    );
     db.close()?;
     let user = (2 * n + written) * USER_BYTES_PER_CELL;
     let wrote: u64 = counters.snapshot().iter().map(|k| k.bytes_written).sum();
