@@ -22,7 +22,7 @@ use rand::{Rng, SeedableRng};
 use rangeserver::engine::{Engine, EngineOptions, MutationRef};
 use rangeserver::scan::spec::{RowInterval, ScanSpec};
 
-use super::dfs::counting::{Counters, Counting};
+use super::dfs::counting::{Counters, Counting, Kind};
 
 /// The workloads in table order; the names are db_bench's (plus the script's `_sync` suffix).
 pub const WORKLOADS: [&str; 7] = [
@@ -312,13 +312,21 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
     );
     db.close()?;
     let user = (2 * n + written) * USER_BYTES_PER_CELL;
-    let wrote: u64 = counters.snapshot().iter().map(|k| k.bytes_written).sum();
+    let kinds = counters.snapshot();
+    let wrote: u64 = kinds.iter().map(|k| k.bytes_written).sum();
     f.insert(WRITE_AMP.into(), wrote as f64 / user as f64);
+    let mib = |b: u64| b as f64 / 1048576.0;
     eprintln!(
-        "  ht readwhilewriting {found} of {} found while {written} cells were written; {:.1} MiB written for {:.1} MiB of user data",
+        "  ht readwhilewriting {found} of {} found while {written} cells were written one at a time; {:.1} MiB written ({}) for {:.1} MiB of user data",
         reads.len(),
-        wrote as f64 / 1048576.0,
-        user as f64 / 1048576.0
+        mib(wrote),
+        Kind::ALL
+            .iter()
+            .zip(&kinds)
+            .map(|(k, s)| format!("{} {:.1}", k.name(), mib(s.bytes_written)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        mib(user)
     );
 
     let db = HtDb::open(&dir.join("b"), rt, Durability::Flush, None)?;
@@ -446,8 +454,8 @@ impl HtDb {
         Ok((found, start.elapsed()))
     }
 
-    /// Point reads of `keys` while another thread writes random keys of `0..space` in batches,
-    /// as db_bench's readwhilewriting; returns the keys found, the cells written and the
+    /// Point reads of `keys` while another thread writes random keys of `0..space` one at a
+    /// time, as db_bench's readwhilewriting; returns the keys found, the cells written and the
     /// reads' time.
     fn read_while_writing(
         &self,
@@ -459,16 +467,21 @@ impl HtDb {
         let stop = std::sync::atomic::AtomicBool::new(false);
         let n = space.max(1);
         std::thread::scope(|scope| {
-            let writer = scope.spawn(|| -> anyhow::Result<u64> {
-                let mut rng = StdRng::seed_from_u64(seed);
-                let mut written = 0u64;
-                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let batch: Vec<u64> = (0..BATCH).map(|_| rng.random_range(0..n)).collect();
-                    self.fill(&batch, values)?;
-                    written += BATCH as u64;
-                }
-                Ok(written)
-            });
+            let writer = std::thread::Builder::new()
+                .name("bench-writer".into())
+                .spawn_scoped(scope, || -> anyhow::Result<u64> {
+                    let mut rng = StdRng::seed_from_u64(seed);
+                    let mut written = 0u64;
+                    // One cell per write, as db_bench's writer makes one Put per key.
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let row = rng.random_range(0..n).to_be_bytes();
+                        let cell =
+                            MutationRef::insert(&row, self.family, &[], values.value(written));
+                        self.engine.apply(TABLE_ID, &[cell])?;
+                        written += 1;
+                    }
+                    Ok(written)
+                })?;
             let read = self.readrandom(keys);
             stop.store(true, std::sync::atomic::Ordering::Relaxed);
             let written = writer
