@@ -156,12 +156,12 @@ impl BrokerFs {
         self.conn.client.peer()
     }
 
-    /// The broker's status: its backend's URL and table sizes.
     /// What this client's readers did with read-ahead hints.
     pub fn read_ahead_stats(&self) -> ReadAheadStats {
         self.conn.read_ahead.stats()
     }
 
+    /// The broker's status: its backend's URL and table sizes.
     pub async fn status(&self) -> FsResult<StatusReply> {
         let payload = self
             .conn
