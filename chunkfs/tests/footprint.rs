@@ -50,20 +50,20 @@ fn files_on_disk(s: &ChunkServer) -> usize {
     std::fs::read_dir(dir).expect("list").count()
 }
 
-/// Waits until every server holds exactly `want` (by id), or fails naming what is left.
+/// Waits until every server holds exactly `want` (by id) and only their files on disk (a
+/// delete takes the id out of the index before it removes the files), or fails naming what is
+/// left.
 async fn wait_for_chunks(dfs: &InProcessDfs, want: &BTreeSet<u64>, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let held: Vec<BTreeSet<u64>> = dfs.chunks.iter().map(chunk_ids).collect();
-        if held.iter().all(|h| h == want) {
-            for s in &dfs.chunks {
-                assert_eq!(files_on_disk(s), 2 * want.len(), "{what}: files on disk");
-            }
+        let files: Vec<usize> = dfs.chunks.iter().map(files_on_disk).collect();
+        if held.iter().all(|h| h == want) && files.iter().all(|&f| f == 2 * want.len()) {
             return;
         }
         assert!(
             Instant::now() < deadline,
-            "{what}: the servers hold {held:?}, the files own {want:?}"
+            "{what}: the servers hold {held:?} in {files:?} files, the files own {want:?}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
