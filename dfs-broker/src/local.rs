@@ -10,6 +10,7 @@ use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 
@@ -153,6 +154,7 @@ impl Fs for LocalFs {
         Ok(Arc::new(LocalReader {
             file,
             path: path.to_string(),
+            known_len: AtomicU64::new(0),
         }))
     }
 
@@ -366,6 +368,9 @@ impl FsWriter for LocalWriter {
 struct LocalReader {
     file: File,
     path: String,
+    /// The largest length the file was seen to have: a read within it skips the `fstat`
+    /// (a file that shrank since fails the read itself, reported as a read past the end).
+    known_len: AtomicU64,
 }
 
 #[async_trait]
@@ -380,10 +385,14 @@ impl FsReader for LocalReader {
             len,
             file_len,
         };
-        let file_len = self.length().await?;
-        match offset.checked_add(len as u64) {
-            Some(end) if end <= file_len => {}
-            _ => return Err(past_end(file_len)),
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|end| end > self.known_len.load(Ordering::Relaxed)) {
+            let file_len = self.length().await?;
+            self.known_len.fetch_max(file_len, Ordering::Relaxed);
+            match end {
+                Some(end) if end <= file_len => {}
+                _ => return Err(past_end(file_len)),
+            }
         }
         let mut buf = vec![0u8; len];
         match self.file.read_exact_at(&mut buf, offset) {

@@ -169,7 +169,12 @@ fn run(inner: &Arc<Inner>, task: Task) -> Result<()> {
             r?;
         }
         Task::Merge { range, group } => {
-            compact_group(inner, &range, group, CompactionKind::Merging)?
+            let _m = range.maintenance.lock();
+            if !range.retired.load(Ordering::Acquire) {
+                merge_tiered(inner, &range, group)?;
+                drop(_m);
+                queue_follow_ups(inner, &range, group);
+            }
         }
         Task::Rewrite { range } => {
             let _m = range.maintenance.lock();
@@ -478,40 +483,7 @@ pub(crate) fn compact_locked(
             table
                 .check_kinds()
                 .map_err(|e| Error::InvalidInput(format!("major compaction deferred: {e}")))?;
-            let rules = family_rules(&table, &ScanSpec::default());
-            let now_ns = inner.opts().clock.now_ns();
-            let vopts = VisibleOptions {
-                families: Arc::new(rules),
-                time_start: i64::MIN,
-                time_end: i64::MAX,
-                now_ns,
-                return_deletes: false,
-                mode: Mode::MajorCompaction,
-                snapshot_rev: i64::MAX,
-            };
-            let raw = source_of(
-                &GroupState {
-                    active: Arc::new(CellCache::new()),
-                    ..(*st).clone()
-                },
-                bounds,
-                false,
-            );
-            let visible = Box::new(CellKv::new(Box::new(VisibleCells::new(raw, vopts)), None));
-            let env = IterEnv {
-                scope: IterScope::Major,
-                now_ns,
-                schema: table.shared_schema.clone(),
-                budget: Budget::unlimited(),
-                combined: table.combined_families(),
-            };
-            let stack = table_stack(
-                visible,
-                &table.schema.iterators,
-                &inner.opts().registry,
-                &env,
-            )?;
-            let mut src = KvCell::new(stack);
+            let mut src = major_source(inner, &table, &st, bounds)?;
             let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut src)?;
             let stores: Vec<Arc<CellStore>> = new.into_iter().collect();
             let frozen_bytes = st.frozen.as_ref().map_or(0, |f| f.memory_bytes());
@@ -534,6 +506,133 @@ pub(crate) fn compact_locked(
             purge_log(inner)?;
         }
     }
+    Ok(())
+}
+
+/// What a major compaction writes of group state `st`: its frozen cache (if any) and every
+/// store, not its active cache, with what a scan would no longer show dropped (versions past
+/// the limit, deleted and expired cells, the delete markers themselves) and the table's
+/// MAJOR-scope iterators applied. The caller checked that this server has every kind the
+/// table names.
+fn major_source(
+    inner: &Inner,
+    table: &TableInfo,
+    st: &GroupState,
+    bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
+) -> Result<KvCell> {
+    let rules = family_rules(table, &ScanSpec::default());
+    let now_ns = inner.opts().clock.now_ns();
+    let vopts = VisibleOptions {
+        families: Arc::new(rules),
+        time_start: i64::MIN,
+        time_end: i64::MAX,
+        now_ns,
+        return_deletes: false,
+        mode: Mode::MajorCompaction,
+        snapshot_rev: i64::MAX,
+    };
+    let raw = source_of(
+        &GroupState {
+            active: Arc::new(CellCache::new()),
+            ..st.clone()
+        },
+        bounds,
+        false,
+    );
+    let visible = Box::new(CellKv::new(Box::new(VisibleCells::new(raw, vopts)), None));
+    let env = IterEnv {
+        scope: IterScope::Major,
+        now_ns,
+        schema: table.shared_schema.clone(),
+        budget: Budget::unlimited(),
+        combined: table.combined_families(),
+    };
+    let stack = table_stack(
+        visible,
+        &table.schema.iterators,
+        &inner.opts().registry,
+        &env,
+    )?;
+    Ok(KvCell::new(stack))
+}
+
+/// Where an automatic merging compaction of stores of these sizes (oldest first) starts: it
+/// merges every store from there to the newest. `None` while there are at most `max_stores`.
+/// The start is the oldest store no bigger than `ratio` times the newer ones together (HBase's
+/// ratio-based selection), so a big old store is rewritten only once the newer ones add up to
+/// about its size and each byte is rewritten about once per size tier, not once per merge;
+/// when no store qualifies, the two newest.
+pub(crate) fn select_merge(sizes: &[u64], max_stores: usize, ratio: f64) -> Option<usize> {
+    if sizes.len() <= max_stores.max(1) {
+        return None;
+    }
+    let mut newer: u64 = sizes.iter().sum();
+    for (i, &s) in sizes[..sizes.len() - 1].iter().enumerate() {
+        newer -= s;
+        if s as f64 <= ratio * newer as f64 {
+            return Some(i);
+        }
+    }
+    Some(sizes.len() - 2)
+}
+
+/// The automatic merging compaction of group `gi` ([`select_merge`]). A merge that takes every
+/// store of a group with no combiner family, in a table with no iterators, also drops what no
+/// read can show any more (versions past the limit, expired cells, cells under a delete), as
+/// HBase promotes a compaction of all files to a major one; it keeps the delete markers, since
+/// the cache above the stores may hold cells a marker's timestamp covers. A merge of some
+/// stores drops nothing.
+fn merge_tiered(inner: &Inner, range: &Range, gi: usize) -> Result<()> {
+    let st = range.groups[gi].state();
+    let sizes: Vec<u64> = st.stores.iter().map(|s| s.trailer().file_size).collect();
+    let opts = inner.opts();
+    let Some(from) = select_merge(&sizes, opts.max_stores_per_group, opts.merge_ratio) else {
+        return Ok(());
+    };
+    let table = inner.table(range.table_id)?;
+    let bounds = range.key_bounds();
+    let merged = &st.stores[from..];
+    let children: Vec<Box<dyn CellIter>> = merged
+        .iter()
+        .map(|s| Box::new(s.scanner(false)) as Box<dyn CellIter>)
+        .collect();
+    let raw: Box<dyn CellIter> = Box::new(BoundedIter::new(
+        MergeIter::new(children),
+        bounds.0,
+        bounds.1,
+    ));
+    let plain = table.schema.iterators.is_empty()
+        && !table.combined_groups.get(gi).copied().unwrap_or(false);
+    let mut src: Box<dyn CellIter> = if from == 0 && plain {
+        let vopts = VisibleOptions {
+            families: Arc::new(family_rules(&table, &ScanSpec::default())),
+            time_start: i64::MIN,
+            time_end: i64::MAX,
+            now_ns: opts.clock.now_ns(),
+            return_deletes: true,
+            mode: Mode::MajorCompaction,
+            snapshot_rev: i64::MAX,
+        };
+        Box::new(VisibleCells::new(raw, vopts))
+    } else {
+        partial_stack(inner, &table, raw)?
+    };
+    let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut *src)?;
+    let mut stores: Vec<Arc<CellStore>> = st.stores[..from].to_vec();
+    stores.extend(new.iter().cloned());
+    commit_group(
+        inner,
+        range,
+        gi,
+        GroupState {
+            stores,
+            next_store,
+            ..(*st).clone()
+        },
+    )?;
+    let kept: Vec<Arc<CellStore>> = new.into_iter().collect();
+    retire_stores(inner, merged, &kept);
+    inner.counters().count_compaction(CompactionKind::Merging);
     Ok(())
 }
 
@@ -772,4 +871,59 @@ pub fn collect_garbage(inner: &Inner) -> Result<()> {
         *pending = keep;
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::select_merge;
+
+    #[test]
+    fn no_merge_within_the_limit() {
+        assert_eq!(select_merge(&[], 8, 1.2), None);
+        assert_eq!(select_merge(&[5; 8], 8, 1.2), None);
+        assert_eq!(select_merge(&[5; 2], 0, 1.2), Some(0), "a limit of 0 acts as 1");
+    }
+
+    #[test]
+    fn equal_stores_merge_whole() {
+        assert_eq!(select_merge(&[10; 9], 8, 1.2), Some(0));
+    }
+
+    #[test]
+    fn a_big_old_store_waits_for_the_newer_ones_to_add_up() {
+        // 1000 > 1.2 * 275, 100 <= 1.2 * 175: the big one stays.
+        let sizes = [1000, 100, 25, 25, 25, 25, 25, 25, 25];
+        assert_eq!(select_merge(&sizes, 8, 1.2), Some(1));
+        // Once the newer stores add up to about its size, it is merged too.
+        let sizes = [1000, 300, 200, 100, 100, 100, 100, 50, 50];
+        assert_eq!(select_merge(&sizes, 8, 1.2), Some(0));
+    }
+
+    #[test]
+    fn steeply_growing_sizes_merge_the_two_newest() {
+        let sizes = [100_000_000, 10_000_000, 1_000_000, 100_000, 10_000, 1_000, 100, 10, 1];
+        assert_eq!(select_merge(&sizes, 8, 1.2), Some(7));
+        assert_eq!(select_merge(&[10, 5, 1], 2, 0.0), Some(1));
+    }
+
+    #[test]
+    fn tiers_keep_the_rewrites_logarithmic() {
+        // Flushes of one unit each under the policy: each unit is rewritten a few times,
+        // not once per merge as when every merge takes all stores.
+        let (mut stores, mut rewritten, flushes) = (Vec::<u64>::new(), 0u64, 1000u64);
+        for _ in 0..flushes {
+            stores.push(1);
+            while let Some(from) = select_merge(&stores, 8, 1.2) {
+                let merged: u64 = stores.drain(from..).sum();
+                rewritten += merged;
+                stores.push(merged);
+            }
+            assert!(stores.len() <= 8);
+        }
+        assert_eq!(stores.iter().sum::<u64>(), flushes);
+        assert!(
+            rewritten < 6 * flushes,
+            "{rewritten} units rewritten for {flushes} flushed"
+        );
+    }
 }

@@ -271,6 +271,55 @@ proptest! {
 // ---------------------------------------------------------------------------------------------
 // Targeted tests
 
+/// The block search compares 8-byte tags after the bytes all index keys share, then whole keys
+/// among equal tags: rows with long common prefixes (many equal tags) and big-endian binary
+/// rows (escaped zero bytes, as db_bench's keys) must land where a plain search would.
+#[test]
+fn seeks_find_the_block_with_shared_prefixes_and_binary_rows() {
+    let env = Env::new();
+    let rows: Vec<Vec<u8>> = (0..3000u64)
+        .map(|i| format!("a-long-shared-prefix/{:06}", i / 3).into_bytes())
+        .chain((0..3000u64).map(|i| (i * 7919).to_be_bytes().to_vec()))
+        .collect();
+    let model: Model = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let k = Key {
+                row: r.clone(),
+                family: 1,
+                qualifier: format!("q{}", i % 3).into_bytes(),
+                timestamp: i as i64,
+                revision: i as i64,
+                flag: CellFlag::Insert,
+            };
+            (k.encode(), vec![b'v'; 30])
+        })
+        .collect();
+    let t = write(
+        &env,
+        "/cs",
+        opts(256, Compressor::None, BloomFilterMode::None),
+        &model,
+    );
+    assert!(t.block_count > 300, "{} blocks", t.block_count);
+    let cs = open(&env, "/cs");
+    let mut targets: Vec<Vec<u8>> = model.keys().cloned().collect();
+    for r in &rows {
+        targets.push(common::key::row_start(r));
+        targets.push(common::key::row_end(r));
+    }
+    targets.extend([Vec::new(), vec![0], vec![0xFF; 40], b"a-long".to_vec()]);
+    for t in &targets {
+        let mut s = cs.scanner(true);
+        s.seek(t).unwrap();
+        match model.range(t.clone()..).next() {
+            Some((k, _)) => assert_eq!(s.key(), k.as_slice(), "seek to {t:?}"),
+            None => assert!(!s.valid(), "seek to {t:?}"),
+        }
+    }
+}
+
 #[test]
 fn seek_reads_only_the_block_holding_the_key() {
     let env = Env::new();

@@ -586,3 +586,80 @@ fn seeks_are_counted_and_the_total_survives_a_split() {
     );
     assert_eq!(e.stats().seeks, after, "the total keeps the parent's seeks");
 }
+
+/// Cells held by every cell store of table 1 (their trailers' counts), found on disk.
+fn stored_cells(root: &std::path::Path, rt: &tokio::runtime::Runtime) -> (usize, u64) {
+    use dfs_broker::BlockingFs;
+    use rangeserver::block_cache::BlockCache;
+    use rangeserver::cellstore::CellStore;
+    let fs = BlockingFs::new(Arc::new(LocalFs::new(root).unwrap()), rt.handle().clone());
+    let mut stack = vec![root.to_path_buf()];
+    let (mut files, mut cells) = (0, 0);
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("cs"))
+            {
+                let rel = format!("/{}", p.strip_prefix(root).unwrap().display());
+                let s = CellStore::open(&fs, &rel, BlockCache::new(1 << 20)).unwrap();
+                files += 1;
+                cells += s.trailer().cell_count;
+            }
+        }
+    }
+    (files, cells)
+}
+
+#[test]
+fn automatic_merges_keep_the_store_count_bounded_and_drop_superseded_versions() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let opts = EngineOptions {
+        max_stores_per_group: 3,
+        ..EngineOptions::default()
+    };
+    let e = Engine::open(fs, "/ht", opts, rt.handle().clone()).unwrap();
+    let mut s = schema();
+    s.families[0].max_versions = 1;
+    e.create_table(s).unwrap();
+    // 20 rounds overwriting the same 100 cells, each flushed to its own store; a delete of
+    // one row in round 10 whose marker must keep hiding the older versions it covers.
+    for round in 0..20 {
+        let muts: Vec<Mutation> = (0..100)
+            .map(|i| Mutation::insert(format!("row{i:03}"), 1, "", format!("v{round}")))
+            .collect();
+        e.apply(1, &muts).unwrap();
+        if round == 10 {
+            e.apply(
+                1,
+                &[Mutation::delete(
+                    CellFlag::DeleteRow,
+                    "row007",
+                    0,
+                    "",
+                    None,
+                )],
+            )
+            .unwrap();
+        }
+        e.compact(Some(1), CompactionKind::Minor).unwrap();
+        e.wait_for_maintenance();
+        assert!(e.stats().stores <= 3, "round {round}: {:?}", e.stats());
+    }
+    e.collect_garbage().unwrap();
+    let (files, cells) = stored_cells(dir.path(), &rt);
+    assert!(files <= 3, "{files} store files left");
+    // Dropping nothing would leave 2,000 versions (and the marker); merges that took every
+    // store kept one version per cell of what they merged.
+    assert!(cells < 1000, "{cells} cells stored in {files} stores");
+    assert!(e.stats().merging_compactions > 0);
+    let r = rows(&e);
+    assert_eq!(r.len(), 100, "row007 was written again after its delete");
+    assert!(r.iter().all(|(_, _, v)| v == "v19"), "{r:?}");
+}

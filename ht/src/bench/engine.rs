@@ -66,6 +66,14 @@ pub struct EngineArgs {
     /// `write_amplification <x>`), relative to the repository root.
     #[arg(long, default_value = "bench/db_bench.sh")]
     rocksdb_script: PathBuf,
+    /// Cell-store block size of the ht table, in bytes: db_bench's `--block_size` default (4
+    /// KiB), where ht's own default is Hypertable's 64 KiB, a size for scans.
+    #[arg(long, default_value_t = 4096)]
+    blocksize: u32,
+    /// Only these workloads of the ht side, comma-separated (db_bench's names; the reads still
+    /// run on a database made by fillrandom); needs `--no-rocksdb`. Default: all.
+    #[arg(long, value_delimiter = ',')]
+    benchmarks: Vec<String>,
     /// Seed of the random key orders.
     #[arg(long, default_value_t = 301)]
     seed: u64,
@@ -84,6 +92,15 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
     }
     let (base, _tmp) = super::work_dir(&args.dir, "ht-bench-")?;
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
+    if let Some(w) = args.benchmarks.iter().find(|w| !WORKLOADS.contains(&w.as_str())) {
+        bail!(
+            "unknown workload {w:?} in --benchmarks (known: {})",
+            WORKLOADS.join(", ")
+        );
+    }
+    if !args.benchmarks.is_empty() && !args.no_rocksdb {
+        bail!("--benchmarks picks workloads of the ht side only: add --no-rocksdb");
+    }
     if !args.no_rocksdb && !args.rocksdb_script.exists() {
         bail!(
             "RocksDB script {} not found (use --rocksdb-script or --no-rocksdb)",
@@ -260,16 +277,54 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
     let values = ValueGen::new(&mut rng);
     let n = args.num;
 
+    let want = |w: &str| args.benchmarks.is_empty() || args.benchmarks.iter().any(|b| b == w);
+    let reads = ["readseq", "readrandom", "overwrite", "readwhilewriting"];
+    if want("fillrandom") || reads.iter().any(|w| want(w)) {
+        run_ht_random(args, dir, rt, &mut rng, &values, &want, &mut f)?;
+    }
+    if want("fillseq") {
+        let db = HtDb::open(&dir.join("b"), rt, Durability::Flush, args.blocksize, None)?;
+        let keys: Vec<u64> = (0..n).collect();
+        let t = db.fill(&keys, &values)?;
+        f.insert("fillseq".into(), n as f64 / t.as_secs_f64());
+        db.close()?;
+    }
+    if want("fillrandom_sync") {
+        let db = HtDb::open(&dir.join("c"), rt, Durability::Sync, args.blocksize, None)?;
+        let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
+        let t = db.fill(&keys, &values)?;
+        f.insert("fillrandom_sync".into(), n as f64 / t.as_secs_f64());
+        db.close()?;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(f)
+}
+
+/// fillrandom and the workloads on its database (those `want` names), as the RocksDB script's
+/// first two db_bench runs; the write amplification when all ran.
+fn run_ht_random(
+    args: &EngineArgs,
+    dir: &Path,
+    rt: &tokio::runtime::Runtime,
+    rng: &mut StdRng,
+    values: &ValueGen,
+    want: &dyn Fn(&str) -> bool,
+    f: &mut Figures,
+) -> anyhow::Result<()> {
+    let n = args.num;
     let counters = Arc::new(Counters::default());
     let db = HtDb::open(
         &dir.join("a"),
         rt,
         Durability::Flush,
+        args.blocksize,
         Some(counters.clone()),
     )?;
     let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
-    let t = db.fill(&keys, &values)?;
-    f.insert("fillrandom".into(), n as f64 / t.as_secs_f64());
+    let t = db.fill(&keys, values)?;
+    if want("fillrandom") {
+        f.insert("fillrandom".into(), n as f64 / t.as_secs_f64());
+    }
     let drain = Instant::now();
     db.engine.wait_for_maintenance();
     let drain = drain.elapsed();
@@ -284,28 +339,41 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
         s.stores,
         s.ranges
     );
-    let (cells, t) = db.readseq()?;
-    f.insert("readseq".into(), cells as f64 / t.as_secs_f64());
+    if want("readseq") {
+        let (cells, t) = db.readseq()?;
+        f.insert("readseq".into(), cells as f64 / t.as_secs_f64());
+        eprintln!("  ht readseq {cells} cells");
+    }
     let reads: Vec<u64> = (0..n.min(MAX_READS))
         .map(|_| rng.random_range(0..n))
         .collect();
-    let before = db.engine.stats();
-    let (found, t) = db.readrandom(&reads)?;
-    let after = db.engine.stats();
-    f.insert("readrandom".into(), reads.len() as f64 / t.as_secs_f64());
-    eprintln!(
-        "  ht readseq {cells} cells; readrandom {found} of {} found, block cache {} hits {} misses",
-        reads.len(),
-        after.block_cache_hits - before.block_cache_hits,
-        after.block_cache_misses - before.block_cache_misses
-    );
+    if want("readrandom") {
+        let before = db.engine.stats();
+        let (found, t) = db.readrandom(&reads)?;
+        let after = db.engine.stats();
+        f.insert("readrandom".into(), reads.len() as f64 / t.as_secs_f64());
+        eprintln!(
+            "  ht readrandom {found} of {} found, block cache {} hits {} misses",
+            reads.len(),
+            after.block_cache_hits - before.block_cache_hits,
+            after.block_cache_misses - before.block_cache_misses
+        );
+    }
+    if !want("overwrite") && !want("readwhilewriting") {
+        return db.close();
+    }
     let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
-    let t = db.fill(&keys, &values)?;
-    f.insert("overwrite".into(), n as f64 / t.as_secs_f64());
+    let t = db.fill(&keys, values)?;
+    if want("overwrite") {
+        f.insert("overwrite".into(), n as f64 / t.as_secs_f64());
+    }
+    if !want("readwhilewriting") {
+        return db.close();
+    }
     let reads: Vec<u64> = (0..n.min(MAX_READS))
         .map(|_| rng.random_range(0..n))
         .collect();
-    let (found, written, t) = db.read_while_writing(&reads, n, &values, rng.random())?;
+    let (found, written, t) = db.read_while_writing(&reads, n, values, rng.random())?;
     f.insert(
         "readwhilewriting".into(),
         reads.len() as f64 / t.as_secs_f64(),
@@ -314,7 +382,6 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
     let user = (2 * n + written) * USER_BYTES_PER_CELL;
     let kinds = counters.snapshot();
     let wrote: u64 = kinds.iter().map(|k| k.bytes_written).sum();
-    f.insert(WRITE_AMP.into(), wrote as f64 / user as f64);
     let mib = |b: u64| b as f64 / 1048576.0;
     eprintln!(
         "  ht readwhilewriting {found} of {} found while {written} cells were written one at a time; {:.1} MiB written ({}) for {:.1} MiB of user data",
@@ -329,20 +396,10 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
         mib(user)
     );
 
-    let db = HtDb::open(&dir.join("b"), rt, Durability::Flush, None)?;
-    let keys: Vec<u64> = (0..n).collect();
-    let t = db.fill(&keys, &values)?;
-    f.insert("fillseq".into(), n as f64 / t.as_secs_f64());
-    db.close()?;
-
-    let db = HtDb::open(&dir.join("c"), rt, Durability::Sync, None)?;
-    let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
-    let t = db.fill(&keys, &values)?;
-    f.insert("fillrandom_sync".into(), n as f64 / t.as_secs_f64());
-    db.close()?;
-
-    let _ = std::fs::remove_dir_all(dir);
-    Ok(f)
+    if want("fillrandom") && want("overwrite") {
+        f.insert(WRITE_AMP.into(), wrote as f64 / user as f64);
+    }
+    Ok(())
 }
 
 /// Compressible 16-byte values, like db_bench's default `--compression_ratio=0.5`: each value is
@@ -384,6 +441,7 @@ impl HtDb {
         dir: &Path,
         rt: &tokio::runtime::Runtime,
         durability: Durability,
+        blocksize: u32,
         counters: Option<Arc<Counters>>,
     ) -> anyhow::Result<Self> {
         let _ = std::fs::remove_dir_all(dir);
@@ -395,6 +453,9 @@ impl HtDb {
         let mut schema = TableSchema::new(TABLE_ID, "/bench");
         let family = schema.add_family("v");
         schema.families[0].max_versions = 1;
+        for g in &mut schema.access_groups {
+            g.blocksize_bytes = blocksize;
+        }
         schema.durability = durability;
         engine.create_table(schema)?;
         Ok(Self {

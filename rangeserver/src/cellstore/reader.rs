@@ -20,6 +20,15 @@ use crate::error::Result;
 /// Source of file ids for block-cache keys: unique per opened store within the process.
 static NEXT_FILE_ID: AtomicU64 = AtomicU64::new(1);
 
+/// The first 8 bytes of `rest` as a big-endian number, zero-padded: `a < b` implies
+/// `index_tag(a) <= index_tag(b)`.
+fn index_tag(rest: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = rest.len().min(8);
+    b[..n].copy_from_slice(&rest[..n]);
+    u64::from_be_bytes(b)
+}
+
 /// One block of the index: its last key (in `CellStore::index_keys`), offset and stored size.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct IndexEntry {
@@ -38,6 +47,12 @@ pub struct CellStore {
     trailer: Trailer,
     index_keys: Vec<u8>,
     index: Vec<IndexEntry>,
+    /// Bytes every index key starts with (those of the first and last key in common).
+    index_lead: usize,
+    /// Per index entry, the 8 bytes of its key after `index_lead` as a big-endian number
+    /// (zero-padded): [`CellStore::find_block`] searches these, dense in memory, and compares
+    /// whole keys only among entries with the target's tag.
+    index_tags: Vec<u64>,
     bloom: Option<Bloom>,
 }
 
@@ -71,6 +86,15 @@ impl CellStore {
         let buf = reader.pread(trailer.index_offset, index_len)?;
         let (count, payload) = decode_block(path, trailer.index_offset, buf, MAGIC_INDEX)?;
         let (index_keys, index) = parse_index(&payload, count, &trailer, path)?;
+        let key_of = |e: &IndexEntry| &index_keys[e.key_start..e.key_start + e.key_len];
+        let index_lead = match (index.first(), index.last()) {
+            (Some(a), Some(b)) => common::key::common_prefix(key_of(a), key_of(b)),
+            _ => 0,
+        };
+        let index_tags = index
+            .iter()
+            .map(|e| index_tag(&key_of(e)[index_lead.min(e.key_len)..]))
+            .collect();
 
         let bloom = if trailer.bloom_mode == BloomFilterMode::None {
             None
@@ -97,6 +121,8 @@ impl CellStore {
             trailer,
             index_keys,
             index,
+            index_lead,
+            index_tags,
             bloom,
         }))
     }
@@ -171,7 +197,20 @@ impl CellStore {
 
     /// The first block whose last key is `>= key` (`num_blocks()` if none).
     pub(crate) fn find_block(&self, key: &[u8]) -> usize {
-        self.index.partition_point(|e| {
+        let Some(first) = self.index.first() else {
+            return 0;
+        };
+        let lead = &self.index_keys[first.key_start..first.key_start + self.index_lead];
+        match key[..key.len().min(lead.len())].cmp(lead) {
+            std::cmp::Ordering::Less => return 0,
+            std::cmp::Ordering::Greater => return self.index.len(),
+            std::cmp::Ordering::Equal => {}
+        }
+        // Tags order as their keys do: a smaller tag is a smaller key, a larger a larger.
+        let t = index_tag(&key[lead.len()..]);
+        let lo = self.index_tags.partition_point(|&x| x < t);
+        let hi = lo + self.index_tags[lo..].partition_point(|&x| x == t);
+        lo + self.index[lo..hi].partition_point(|e| {
             common::key::bytes_cmp(&self.index_keys[e.key_start..e.key_start + e.key_len], key)
                 .is_lt()
         })

@@ -37,6 +37,10 @@ pub struct EngineOptions {
     pub split_size_bytes: u64,
     /// A merging compaction runs when a group has more cell stores than this.
     pub max_stores_per_group: usize,
+    /// Which stores that merge takes: from the oldest store no bigger than this many times
+    /// the newer ones together, to the newest (`maintenance::select_merge`). Lower rewrites
+    /// less and leaves more stores for reads to merge; 0 merges only the two newest.
+    pub merge_ratio: f64,
     /// Background maintenance threads (compactions, splits): the bound on their concurrency.
     pub maintenance_threads: usize,
     /// Bound on the maintenance task queue.
@@ -86,6 +90,7 @@ impl Default for EngineOptions {
             },
             split_size_bytes: 512 << 20,
             max_stores_per_group: 8,
+            merge_ratio: 1.2,
             maintenance_threads: 2,
             maintenance_queue_limit: 1024,
             clock: Arc::new(SystemClock),
@@ -110,6 +115,7 @@ impl std::fmt::Debug for EngineOptions {
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("split_size_bytes", &self.split_size_bytes)
             .field("max_stores_per_group", &self.max_stores_per_group)
+            .field("merge_ratio", &self.merge_ratio)
             .field("maintenance_threads", &self.maintenance_threads)
             .field("combined_flush_ratio", &self.combined_flush_ratio)
             .field("combined_flush_bytes", &self.combined_flush_bytes)

@@ -92,6 +92,9 @@ pub struct VisibleOptions {
     pub time_end: i64,
     /// "Now" for TTL, in nanoseconds since the epoch.
     pub now_ns: i64,
+    /// Delete markers are returned too. In [`Mode::MajorCompaction`]: kept in the output
+    /// (with what they cover dropped), for a compaction of stores that a cell cache still
+    /// sits on top of, whose cells a marker's timestamp may cover.
     pub return_deletes: bool,
     pub mode: Mode,
     /// Cells with a revision above this were written after the scan began and are not seen
@@ -121,7 +124,9 @@ struct State {
     versions: u32,
     last_ts: Option<i64>,
     // Cell being combined: its newest version's key, the family's accumulator (reused from
-    // cell to cell), and whether older versions can still change the result.
+    // cell to cell; one slot per family id, made at the first combined cell so that a scan
+    // of no combined family allocates nothing), and whether older versions can still change
+    // the result.
     comb_key: Option<Vec<u8>>,
     comb_states: Vec<Option<Box<dyn CombineState>>>,
     comb_done: bool,
@@ -177,7 +182,7 @@ impl State {
             versions: 0,
             last_ts: None,
             comb_key: None,
-            comb_states: (0..256).map(|_| None).collect(),
+            comb_states: Vec::new(),
             comb_done: false,
             comb_buf: Vec::new(),
             mask: Families::all(),
@@ -241,7 +246,11 @@ impl State {
                 Mode::MajorCompaction => Output::Full,
             };
             self.comb_buf.clear();
-            if let Some(st) = self.comb_states[family as usize].as_mut() {
+            if let Some(st) = self
+                .comb_states
+                .get_mut(family as usize)
+                .and_then(|s| s.as_mut())
+            {
                 st.finish(&mut self.comb_buf, output);
                 st.reset();
             }
@@ -407,7 +416,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
         }
         if flag.is_delete() {
             // Deletes read before a seek target only set state; they are not returned.
-            if st.opts.return_deletes && st.opts.mode == Mode::Scan && st.seek_target.is_none() {
+            if st.opts.return_deletes && st.seek_target.is_none() {
                 st.emit(src_key, src.value());
                 src.next()?;
                 return Ok(());
@@ -435,6 +444,9 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
         if combined {
             if !st.comb_done {
                 let fi = family as usize;
+                if st.comb_states.is_empty() {
+                    st.comb_states.resize_with(256, || None);
+                }
                 if st.comb_states[fi].is_none() {
                     let c = st.opts.families[fi].combiner.as_ref();
                     st.comb_states[fi] = c.map(|c| c.state());
