@@ -881,7 +881,11 @@ mod tests {
     fn no_merge_within_the_limit() {
         assert_eq!(select_merge(&[], 8, 1.2), None);
         assert_eq!(select_merge(&[5; 8], 8, 1.2), None);
-        assert_eq!(select_merge(&[5; 2], 0, 1.2), Some(0), "a limit of 0 acts as 1");
+        assert_eq!(
+            select_merge(&[5; 2], 0, 1.2),
+            Some(0),
+            "a limit of 0 acts as 1"
+        );
     }
 
     #[test]
@@ -901,7 +905,17 @@ mod tests {
 
     #[test]
     fn steeply_growing_sizes_merge_the_two_newest() {
-        let sizes = [100_000_000, 10_000_000, 1_000_000, 100_000, 10_000, 1_000, 100, 10, 1];
+        let sizes = [
+            100_000_000,
+            10_000_000,
+            1_000_000,
+            100_000,
+            10_000,
+            1_000,
+            100,
+            10,
+            1,
+        ];
         assert_eq!(select_merge(&sizes, 8, 1.2), Some(7));
         assert_eq!(select_merge(&[10, 5, 1], 2, 0.0), Some(1));
     }

@@ -638,13 +638,7 @@ fn automatic_merges_keep_the_store_count_bounded_and_drop_superseded_versions() 
         if round == 10 {
             e.apply(
                 1,
-                &[Mutation::delete(
-                    CellFlag::DeleteRow,
-                    "row007",
-                    0,
-                    "",
-                    None,
-                )],
+                &[Mutation::delete(CellFlag::DeleteRow, "row007", 0, "", None)],
             )
             .unwrap();
         }

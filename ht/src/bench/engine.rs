@@ -92,7 +92,11 @@ pub fn run(args: EngineArgs) -> anyhow::Result<()> {
     }
     let (base, _tmp) = super::work_dir(&args.dir, "ht-bench-")?;
     std::fs::create_dir_all(&base).with_context(|| format!("creating {}", base.display()))?;
-    if let Some(w) = args.benchmarks.iter().find(|w| !WORKLOADS.contains(&w.as_str())) {
+    if let Some(w) = args
+        .benchmarks
+        .iter()
+        .find(|w| !WORKLOADS.contains(&w.as_str()))
+    {
         bail!(
             "unknown workload {w:?} in --benchmarks (known: {})",
             WORKLOADS.join(", ")
