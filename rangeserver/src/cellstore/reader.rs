@@ -53,7 +53,49 @@ pub struct CellStore {
     /// (zero-padded): [`CellStore::find_block`] searches these, dense in memory, and compares
     /// whole keys only among entries with the target's tag.
     index_tags: Vec<u64>,
+    /// The last tag of every run of [`TAG_RUN`] tags: small enough to stay in the CPU's caches,
+    /// so a search touches the large `index_tags` in one run only (a few cache lines).
+    tag_runs: Vec<u64>,
     bloom: Option<Bloom>,
+}
+
+/// Tags per run of [`CellStore::tag_runs`] (two cache lines of tags).
+const TAG_RUN: usize = 16;
+
+/// The last tag of every run of `TAG_RUN` tags (the last run may be shorter).
+fn tag_runs(tags: &[u64]) -> Vec<u64> {
+    tags.chunks(TAG_RUN)
+        .map(|c| *c.last().expect("chunks are not empty"))
+        .collect()
+}
+
+/// The first position in `tags` (sorted) whose tag is `>= t`, through `runs` ([`tag_runs`]).
+fn first_tag_at_least(tags: &[u64], runs: &[u64], t: u64) -> usize {
+    let run = runs.partition_point(|&x| x < t);
+    let from = run * TAG_RUN;
+    if from >= tags.len() {
+        return tags.len();
+    }
+    let to = (from + TAG_RUN).min(tags.len());
+    from + tags[from..to].partition_point(|&x| x < t)
+}
+
+/// The end of the run of `t` starting at `lo` in `tags` (sorted): galloping, so that the usual
+/// run of one or two touches the cache lines next to `lo` only.
+fn end_of_tag(tags: &[u64], lo: usize, t: u64) -> usize {
+    let mut step = 1;
+    let mut known = lo; // tags[lo..known] all equal t
+    loop {
+        let probe = known + step;
+        if probe >= tags.len() {
+            return known + tags[known..].partition_point(|&x| x == t);
+        }
+        if tags[probe] != t {
+            return known + tags[known..probe].partition_point(|&x| x == t);
+        }
+        known = probe;
+        step *= 2;
+    }
 }
 
 impl std::fmt::Debug for CellStore {
@@ -94,7 +136,8 @@ impl CellStore {
         let index_tags = index
             .iter()
             .map(|e| index_tag(&key_of(e)[index_lead.min(e.key_len)..]))
-            .collect();
+            .collect::<Vec<u64>>();
+        let tag_runs = tag_runs(&index_tags);
 
         let bloom = if trailer.bloom_mode == BloomFilterMode::None {
             None
@@ -123,6 +166,7 @@ impl CellStore {
             index,
             index_lead,
             index_tags,
+            tag_runs,
             bloom,
         }))
     }
@@ -208,8 +252,8 @@ impl CellStore {
         }
         // Tags order as their keys do: a smaller tag is a smaller key, a larger a larger.
         let t = index_tag(&key[lead.len()..]);
-        let lo = self.index_tags.partition_point(|&x| x < t);
-        let hi = lo + self.index_tags[lo..].partition_point(|&x| x == t);
+        let lo = first_tag_at_least(&self.index_tags, &self.tag_runs, t);
+        let hi = end_of_tag(&self.index_tags, lo, t);
         lo + self.index[lo..hi].partition_point(|e| {
             common::key::bytes_cmp(&self.index_keys[e.key_start..e.key_start + e.key_len], key)
                 .is_lt()
@@ -323,4 +367,35 @@ fn parse_index(
         return Err(bad("entries do not fill the index or the data region"));
     }
     Ok((keys, index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The two-level search finds what one binary search over all tags finds, for runs of equal
+    /// tags of every length, at every length of the array around the run size.
+    #[test]
+    fn tag_runs_find_what_a_full_search_finds() {
+        let mut seed = 7u64;
+        let mut next = move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            seed >> 33
+        };
+        for len in (0..70).chain([255, 256, 257, 1000]) {
+            for spread in [2u64, 5, 1000] {
+                let mut tags: Vec<u64> = (0..len).map(|_| next() % spread).collect();
+                tags.sort_unstable();
+                let runs = tag_runs(&tags);
+                for t in 0..=spread {
+                    let lo = tags.partition_point(|&x| x < t);
+                    let hi = lo + tags[lo..].partition_point(|&x| x == t);
+                    assert_eq!(first_tag_at_least(&tags, &runs, t), lo, "{tags:?} {t}");
+                    assert_eq!(end_of_tag(&tags, lo, t), hi, "{tags:?} {t}");
+                }
+            }
+        }
+    }
 }

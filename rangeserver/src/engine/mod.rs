@@ -78,6 +78,10 @@ pub(crate) struct TableInfo {
     /// Per access group (by position in the schema), whether it holds a live family with a
     /// combiner (see `EngineOptions::combined_flush_bytes`).
     pub combined_groups: Vec<bool>,
+    /// Per access group (by position in the schema), the families stored in it.
+    pub group_families: Vec<crate::iterators::Families>,
+    /// The families whose versions are combined.
+    combined: crate::iterators::Families,
     /// The family rules of a scan of every column with the schema's versions.
     default_rules: Arc<Vec<FamilyRule>>,
 }
@@ -131,9 +135,21 @@ impl TableInfo {
                 *c = true;
             }
         }
+        let group_families = (0..schema.access_groups.len())
+            .map(|gi| {
+                crate::iterators::Families::of(
+                    (1..=255u8).filter(|&f| group_of[f as usize] == Some(gi as u8)),
+                )
+            })
+            .collect();
+        let combined = crate::iterators::Families::of(
+            (1..=255u8).filter(|&f| combiners[f as usize].is_some()),
+        );
         let mut info = Self {
             group_of,
             combined_groups,
+            group_families,
+            combined,
             shared_schema: Arc::new(schema.clone()),
             combiners,
             missing_kinds,
@@ -147,9 +163,7 @@ impl TableInfo {
 
     /// The families whose versions are combined.
     pub(crate) fn combined_families(&self) -> crate::iterators::Families {
-        crate::iterators::Families::of(
-            (1..=255u8).filter(|&f| self.combiners[f as usize].is_some()),
-        )
+        self.combined
     }
 
     /// The bytes at which group `gi`'s active cache is flushed, given its state `st` (see

@@ -386,16 +386,16 @@ impl RangeSnapshot {
         only_row: Option<&[u8]>,
         candidates: Option<(usize, PredicateTests)>,
     ) -> Self {
+        // The bloom filters hold escaped rows: escaped once, probed per store.
+        let row_start = only_row.map(key::row_start);
         let groups = groups
             .iter()
             .map(|&gi| {
                 let mut state = (*r.groups[gi].state()).clone();
-                if let Some(row) = only_row {
-                    state.stores.retain(|s| s.may_contain_row(row));
+                if let Some(row) = &row_start {
+                    state.stores.retain(|s| s.may_contain_row_prefix(row));
                 }
-                let families = Families::of(
-                    (1..=255u8).filter(|&f| table.group_of[f as usize] == Some(gi as u8)),
-                );
+                let families = table.group_families[gi];
                 GroupSnap { state, families }
             })
             .collect();
@@ -613,9 +613,9 @@ impl KvIter for RawCells {
     fn seek(&mut self, range: &SeekRange, families: &Families) -> Result<()> {
         self.snap.range.count_seek();
         self.end.clone_from(&range.end);
-        self.mask = Families::of(
-            (1..=255u8).filter(|&f| families.contains(f) && self.families.contains(f)),
-        );
+        // Family 0 (row deletes) is never returned as a cell.
+        self.mask = families.intersection(&self.families);
+        self.mask.remove(0);
         self.src.seek_until(&range.start, range.end.as_deref())?;
         self.settle()
     }

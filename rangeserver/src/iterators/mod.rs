@@ -111,6 +111,10 @@ impl Families {
         self.bits[id as usize / 64] |= 1 << (id % 64);
     }
 
+    pub fn remove(&mut self, id: u8) {
+        self.bits[id as usize / 64] &= !(1 << (id % 64));
+    }
+
     pub fn contains(&self, id: u8) -> bool {
         self.bits[id as usize / 64] & (1 << (id % 64)) != 0
     }
