@@ -35,8 +35,9 @@ pub enum Task {
     Flush { range: Arc<Range>, group: usize },
     /// Merge a group's cell stores.
     Merge { range: Arc<Range>, group: usize },
-    /// Rewrite every group's stores into one holding only the range's rows, dropping nothing
-    /// (after a split, so the halves stop sharing the parent's files).
+    /// Rewrite the stores of every group that hold keys outside the range into one holding
+    /// only the range's rows, dropping nothing (after a split, so the halves stop sharing the
+    /// parent's files; stores already wholly inside the range are left as they are).
     Rewrite { range: Arc<Range> },
     /// Split a range that grew past the split size.
     Split { range: Arc<Range> },
@@ -180,7 +181,7 @@ fn run(inner: &Arc<Inner>, task: Task) -> Result<()> {
             let _m = range.maintenance.lock();
             if !range.retired.load(Ordering::Acquire) {
                 for gi in 0..range.groups.len() {
-                    merge_stores(inner, &range, gi, 1)?;
+                    rewrite_shared(inner, &range, gi)?;
                 }
             }
         }
@@ -295,7 +296,11 @@ pub(crate) fn queue_follow_ups(inner: &Inner, range: &Arc<Range>, gi: usize) {
     if range.retired.load(Ordering::Acquire) {
         return;
     }
-    if range.groups[gi].state().stores.len() > inner.opts().max_stores_per_group {
+    if needs_merge(
+        range,
+        &range.groups[gi].state().stores,
+        inner.opts().max_stores_per_group,
+    ) {
         inner.maint().push(Task::Merge {
             range: range.clone(),
             group: gi,
@@ -556,6 +561,64 @@ fn major_source(
     Ok(KvCell::new(stack))
 }
 
+/// Whether a group with these stores needs a merging compaction: when more than `max_stores`
+/// of them overlap at some key ([`overlap_depth`]), or there are more than
+/// [`DISJOINT_STORES_FACTOR`] times `max_stores` in all. Stores of disjoint key spans (what a
+/// load in key order makes) cost a read no more than one store does, so merging them would
+/// only write the same cells again (RocksDB moves such files down a level without rewriting
+/// them). A store whose first key cannot be read counts as overlapping everything.
+fn needs_merge(range: &Range, stores: &[Arc<CellStore>], max_stores: usize) -> bool {
+    let max_stores = max_stores.max(1);
+    if stores.len() <= max_stores {
+        return false;
+    }
+    if stores.len() > DISJOINT_STORES_FACTOR * max_stores {
+        return true;
+    }
+    let (lo, hi) = range.key_bounds();
+    let mut spans = Vec::with_capacity(stores.len());
+    for s in stores {
+        match s.key_span() {
+            Ok(Some((first, last))) => {
+                // Clipped to the range: a store shared with the other half of a split reaches
+                // past it.
+                let first = lo.as_deref().map_or(first, |l| first.max(l));
+                let last = hi.as_deref().map_or(last, |h| last.min(h));
+                spans.push((first.to_vec(), last.to_vec()));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(store = s.path(), error = %e, "reading a store's first key");
+                return true;
+            }
+        }
+    }
+    overlap_depth(&spans) > max_stores
+}
+
+/// At most this many times `max_stores_per_group` stores of disjoint spans stay unmerged.
+const DISJOINT_STORES_FACTOR: usize = 4;
+
+/// The largest number of the closed key spans `[first, last]` that hold one key.
+pub(crate) fn overlap_depth(spans: &[(Vec<u8>, Vec<u8>)]) -> usize {
+    // Starts sort before ends at the same key: closed spans that touch overlap.
+    let mut events: Vec<(&[u8], u8)> = spans
+        .iter()
+        .flat_map(|(a, b)| [(a.as_slice(), 0u8), (b.as_slice(), 1u8)])
+        .collect();
+    events.sort_unstable();
+    let (mut depth, mut most) = (0usize, 0usize);
+    for (_, end) in events {
+        if end == 0 {
+            depth += 1;
+            most = most.max(depth);
+        } else {
+            depth = depth.saturating_sub(1);
+        }
+    }
+    most
+}
+
 /// Where an automatic merging compaction of stores of these sizes (oldest first) starts: it
 /// merges every store from there to the newest. `None` while there are at most `max_stores`.
 /// The start is the oldest store no bigger than `ratio` times the newer ones together (HBase's
@@ -584,8 +647,11 @@ pub(crate) fn select_merge(sizes: &[u64], max_stores: usize, ratio: f64) -> Opti
 /// stores drops nothing.
 fn merge_tiered(inner: &Inner, range: &Range, gi: usize) -> Result<()> {
     let st = range.groups[gi].state();
-    let sizes: Vec<u64> = st.stores.iter().map(|s| s.trailer().file_size).collect();
     let opts = inner.opts();
+    if !needs_merge(range, &st.stores, opts.max_stores_per_group) {
+        return Ok(());
+    }
+    let sizes: Vec<u64> = st.stores.iter().map(|s| s.trailer().file_size).collect();
     let Some(from) = select_merge(&sizes, opts.max_stores_per_group, opts.merge_ratio) else {
         return Ok(());
     };
@@ -632,6 +698,84 @@ fn merge_tiered(inner: &Inner, range: &Range, gi: usize) -> Result<()> {
     )?;
     let kept: Vec<Arc<CellStore>> = new.into_iter().collect();
     retire_stores(inner, merged, &kept);
+    inner.counters().count_compaction(CompactionKind::Merging);
+    Ok(())
+}
+
+/// True when `store` holds a key in `[lo, hi)` (`None`: unbounded). Reads at most the block
+/// that holds the first key at or past `lo`.
+fn store_has_keys_in(store: &Arc<CellStore>, lo: Option<&[u8]>, hi: Option<&[u8]>) -> Result<bool> {
+    let mut sc = store.scanner(false);
+    sc.seek(lo.unwrap_or_default())?;
+    Ok(sc.valid() && hi.is_none_or(|h| common::key::bytes_cmp(sc.key(), h).is_lt()))
+}
+
+/// True when `store` holds a key outside `bounds` (a range's [`Range::key_bounds`]).
+fn store_reaches_outside(
+    store: &Arc<CellStore>,
+    bounds: &(Option<Vec<u8>>, Option<Vec<u8>>),
+) -> Result<bool> {
+    if let Some(lo) = bounds.0.as_deref()
+        && store_has_keys_in(store, None, Some(lo))?
+    {
+        return Ok(true);
+    }
+    match bounds.1.as_deref() {
+        Some(hi) => store_has_keys_in(store, Some(hi), None),
+        None => Ok(false),
+    }
+}
+
+/// Rewrites the stores of group `gi` that hold keys outside the range (shared with the other
+/// half of a split) into one store of the range's rows, in the place of the oldest of them,
+/// dropping nothing. A sequential load leaves one such store per split, where rewriting every
+/// store of both halves would write the whole range again.
+fn rewrite_shared(inner: &Inner, range: &Range, gi: usize) -> Result<()> {
+    let st = range.groups[gi].state();
+    let bounds = range.key_bounds();
+    let mut shared = Vec::new();
+    for (i, s) in st.stores.iter().enumerate() {
+        if store_reaches_outside(s, &bounds)? {
+            shared.push(i);
+        }
+    }
+    let Some(&first) = shared.first() else {
+        return Ok(());
+    };
+    let old: Vec<Arc<CellStore>> = shared.iter().map(|&i| st.stores[i].clone()).collect();
+    let children: Vec<Box<dyn CellIter>> = old
+        .iter()
+        .map(|s| Box::new(s.scanner(false)) as Box<dyn CellIter>)
+        .collect();
+    let raw = Box::new(BoundedIter::new(
+        MergeIter::new(children),
+        bounds.0,
+        bounds.1,
+    ));
+    let table = inner.table(range.table_id)?;
+    let mut src = partial_stack(inner, &table, raw)?;
+    let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut *src)?;
+    let mut stores = Vec::with_capacity(st.stores.len());
+    for (i, s) in st.stores.iter().enumerate() {
+        if i == first {
+            stores.extend(new.iter().cloned());
+        }
+        if shared.binary_search(&i).is_err() {
+            stores.push(s.clone());
+        }
+    }
+    commit_group(
+        inner,
+        range,
+        gi,
+        GroupState {
+            stores,
+            next_store,
+            ..(*st).clone()
+        },
+    )?;
+    let kept: Vec<Arc<CellStore>> = new.into_iter().collect();
+    retire_stores(inner, &old, &kept);
     inner.counters().count_compaction(CompactionKind::Merging);
     Ok(())
 }
@@ -721,6 +865,36 @@ fn partial_stack(
 
 /// A row near the middle of the range's data, from its biggest cell store.
 fn choose_split_row(range: &Range) -> Option<Vec<u8>> {
+    median_row(range).or_else(|| largest_store_middle_row(range))
+}
+
+/// The row at which the range's stored bytes (every store's blocks inside the range, all
+/// groups together) reach half, as Hypertable estimates its split row from all of a range's
+/// stores; `None` when that row cannot begin a half.
+fn median_row(range: &Range) -> Option<Vec<u8>> {
+    let (lo, hi) = range.key_bounds();
+    let mut blocks: Vec<(&[u8], u64)> = Vec::new();
+    let states: Vec<_> = range.groups.iter().map(|g| g.state()).collect();
+    for st in &states {
+        for s in &st.stores {
+            blocks.extend(s.blocks().filter(|(k, _)| {
+                lo.as_deref().is_none_or(|l| *k >= l) && hi.as_deref().is_none_or(|h| *k < h)
+            }));
+        }
+    }
+    blocks.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let total: u64 = blocks.iter().map(|b| b.1).sum();
+    let mut sum = 0;
+    let (mid, _) = blocks.iter().find(|b| {
+        sum += b.1;
+        sum * 2 >= total
+    })?;
+    let row = KeyRef::new(mid).ok()?.row().into_owned();
+    (range.contains(&row) && range.start_row.as_deref() != Some(row.as_slice())).then_some(row)
+}
+
+/// The row of the middle key of the largest store that can begin a half.
+fn largest_store_middle_row(range: &Range) -> Option<Vec<u8>> {
     let mut stores: Vec<Arc<CellStore>> = range
         .groups
         .iter()
@@ -759,10 +933,27 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
     for gi in 0..range.groups.len() {
         compact_locked(inner, range, gi, CompactionKind::Minor)?;
     }
+    // Each half keeps only the parent's stores that hold some of its rows (after a sequential
+    // load most stores lie wholly in one half). Decided before the gate is taken, since it may
+    // read a block per store; the stores cannot change meanwhile (maintenance lock held).
+    let split_key = common::key::row_start(row);
+    let parent_bounds = range.key_bounds();
+    let mut half_stores: Vec<[Vec<Arc<CellStore>>; 2]> = Vec::new();
+    for g in &range.groups {
+        let mut kept = [Vec::new(), Vec::new()];
+        for s in &g.state().stores {
+            if store_has_keys_in(s, parent_bounds.0.as_deref(), Some(&split_key))? {
+                kept[0].push(s.clone());
+            }
+            if store_has_keys_in(s, Some(&split_key), parent_bounds.1.as_deref())? {
+                kept[1].push(s.clone());
+            }
+        }
+        half_stores.push(kept);
+    }
     let gate = inner.catalog().exclusive();
     let lo_id = inner.catalog().take_range_ids(2);
     let hi_id = lo_id + 1;
-    let split_key = common::key::row_start(row);
     let mut halves = Vec::new();
     let mut added_bytes = 0;
     let mut removed_bytes = 0;
@@ -771,7 +962,7 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
         (hi_id, Some(row.to_vec()), range.end_row.clone()),
     ] {
         let mut groups = Vec::new();
-        for g in &range.groups {
+        for (gi, g) in range.groups.iter().enumerate() {
             let st = g.state();
             let (lo, hi) = if id == lo_id {
                 (None, Some(split_key.as_slice()))
@@ -783,6 +974,7 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
                 .collect();
             let copy = copy_cache_range(&caches, lo, hi)?;
             added_bytes += copy.memory_bytes();
+            let stores = half_stores[gi][usize::from(id != lo_id)].clone();
             groups.push(AccessGroup::new(
                 g.name.clone(),
                 g.index,
@@ -790,7 +982,7 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
                     active: Arc::new(copy),
                     frozen: None,
                     frozen_revision: i64::MIN,
-                    stores: st.stores.clone(),
+                    stores,
                     flushed_revision: st.flushed_revision.max(st.frozen_revision),
                     next_store: 0,
                 },
@@ -875,7 +1067,35 @@ pub fn collect_garbage(inner: &Inner) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::select_merge;
+    use super::{overlap_depth, select_merge};
+
+    fn spans(v: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        v.iter()
+            .map(|(a, b)| (a.as_bytes().to_vec(), b.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn overlap_depth_counts_the_spans_over_one_key() {
+        assert_eq!(overlap_depth(&[]), 0);
+        // A load in key order: disjoint spans.
+        assert_eq!(
+            overlap_depth(&spans(&[("a", "c"), ("d", "f"), ("g", "k")])),
+            1
+        );
+        // Spans that share an end key overlap there.
+        assert_eq!(overlap_depth(&spans(&[("a", "c"), ("c", "f")])), 2);
+        // A random load: every span covers everything.
+        assert_eq!(
+            overlap_depth(&spans(&[("a", "z"), ("b", "y"), ("a", "x")])),
+            3
+        );
+        // Order does not matter; the deepest point counts.
+        assert_eq!(
+            overlap_depth(&spans(&[("m", "p"), ("a", "c"), ("n", "o"), ("b", "n")])),
+            3
+        );
+    }
 
     #[test]
     fn no_merge_within_the_limit() {

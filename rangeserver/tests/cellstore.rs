@@ -381,6 +381,9 @@ fn bloom_filter_rejects_most_absent_rows() {
         .count();
     assert!(absent < 300, "{absent} false positives in 10000");
     assert!(rows.may_contain_row(b"row-00000"));
+    // Without a filter, a row past the last key is ruled out by the index alone.
+    assert!(!none.may_contain_row(b"zzz"));
+    assert!(none.may_contain_row(b"absent-1"));
     // Rows filter: cell lookups fall back to the row.
     assert!(rows.may_contain_cell(b"row-00000", 9, b"zzz"));
     assert!(cells.may_contain_cell(b"row-00000", 1, b"a"));

@@ -81,6 +81,110 @@ fn write_scan_compact_split_reopen() {
     assert_eq!(rows(&e).len(), 999);
 }
 
+/// A split of a range loaded in key order rewrites only the store that straddles the split
+/// row: each half keeps the parent's stores that lie wholly inside it, as they are.
+#[test]
+fn a_split_rewrites_only_the_store_that_straddles_the_split_row() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(
+        fs.clone(),
+        "/ht",
+        EngineOptions::default(),
+        rt.handle().clone(),
+    )
+    .unwrap();
+    e.create_table(schema()).unwrap();
+    // Four stores of disjoint rows: 0-249, 250-499, 500-749, 750-999.
+    for part in 0..4 {
+        let muts: Vec<Mutation> = (part * 250..(part + 1) * 250)
+            .map(|i| Mutation::insert(format!("row{i:04}"), 1, "", format!("v{i}")))
+            .collect();
+        e.apply(1, &muts).unwrap();
+        e.compact(Some(1), CompactionKind::Minor).unwrap();
+    }
+    // Deletes in the straddling store's rows on both sides of the split row stay deletes.
+    e.apply(
+        1,
+        &[
+            Mutation::delete(CellFlag::DeleteRow, "row0550", 0, "", None),
+            Mutation::delete(CellFlag::DeleteRow, "row0650", 0, "", None),
+        ],
+    )
+    .unwrap();
+    e.compact(Some(1), CompactionKind::Minor).unwrap();
+    assert_eq!(files_under(dir.path(), "cs"), 5);
+    let before = rows(&e);
+    assert_eq!(before.len(), 998);
+    e.split(1, b"row0600").unwrap();
+    e.wait_for_maintenance();
+    e.collect_garbage().unwrap();
+    let stores: Vec<usize> = e.ranges(1).iter().map(|r| r.stores).collect();
+    // Low half: 0-249, 250-499 kept, 500-599 rewritten with its delete (the delete store of
+    // both rows straddles too, and is rewritten with it). High half: the rewritten 600-749
+    // with its delete, 750-999 kept.
+    assert_eq!(stores, vec![3, 2]);
+    // Kept: three stores; the two straddling ones became one per half.
+    assert_eq!(files_under(dir.path(), "cs"), 5);
+    assert_eq!(rows(&e), before);
+    e.close().unwrap();
+    drop(e);
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    assert_eq!(rows(&e), before);
+    e.compact(Some(1), CompactionKind::Major).unwrap();
+    assert_eq!(rows(&e), before);
+}
+
+/// Stores of disjoint rows (a load in key order) are not merged until there are many more
+/// than `max_stores_per_group`; one store over all their rows makes them overlap, and then
+/// they are.
+#[test]
+fn stores_of_disjoint_rows_are_left_unmerged() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let opts = EngineOptions {
+        max_stores_per_group: 2,
+        ..EngineOptions::default()
+    };
+    let e = Engine::open(fs, "/ht", opts, rt.handle().clone()).unwrap();
+    e.create_table(schema()).unwrap();
+    let mut expect = Vec::new();
+    for part in 0..6 {
+        let muts: Vec<Mutation> = (part * 100..(part + 1) * 100)
+            .map(|i| Mutation::insert(format!("row{i:04}"), 1, "", format!("v{i}")))
+            .collect();
+        expect.extend((part * 100..(part + 1) * 100).map(|i| format!("row{i:04}")));
+        e.apply(1, &muts).unwrap();
+        e.compact(Some(1), CompactionKind::Minor).unwrap();
+        e.wait_for_maintenance();
+    }
+    assert_eq!(e.stats().stores, 6);
+    assert_eq!(e.stats().merging_compactions, 0);
+    // Two more stores, each over every row: three stores hold row0150.
+    for round in 0..2 {
+        let muts: Vec<Mutation> = (0..600)
+            .step_by(50)
+            .map(|i| Mutation::insert(format!("row{i:04}"), 2, "", format!("w{round}")))
+            .collect();
+        e.apply(1, &muts).unwrap();
+        e.compact(Some(1), CompactionKind::Minor).unwrap();
+        e.wait_for_maintenance();
+    }
+    assert!(e.stats().merging_compactions > 0, "{:?}", e.stats());
+    assert!(e.stats().stores < 8, "{:?}", e.stats());
+    let r = rows(&e);
+    assert_eq!(r.iter().filter(|c| c.1 == 1).count(), 600);
+    // Both versions of each of the 12 cells, newest first.
+    let f2: Vec<&str> = r
+        .iter()
+        .filter(|c| c.1 == 2)
+        .map(|c| c.2.as_str())
+        .collect();
+    assert_eq!(f2, ["w1", "w0"].repeat(12));
+}
+
 #[test]
 fn async_apply_and_bounded_scan_stream() {
     let rt = tokio::runtime::Runtime::new().unwrap();

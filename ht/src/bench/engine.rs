@@ -287,10 +287,29 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
         run_ht_random(args, dir, rt, &mut rng, &values, &want, &mut f)?;
     }
     if want("fillseq") {
-        let db = HtDb::open(&dir.join("b"), rt, Durability::Flush, args.blocksize, None)?;
+        let counters = Arc::new(Counters::default());
+        let db = HtDb::open(
+            &dir.join("b"),
+            rt,
+            Durability::Flush,
+            args.blocksize,
+            Some(counters.clone()),
+        )?;
         let keys: Vec<u64> = (0..n).collect();
         let t = db.fill(&keys, &values)?;
         f.insert("fillseq".into(), n as f64 / t.as_secs_f64());
+        let s = db.engine.stats();
+        eprintln!(
+            "  ht fillseq: {:.2}s; {} minor, {} merging, {} major compactions, {} splits, {} stores, {} ranges; {}",
+            t.as_secs_f64(),
+            s.minor_compactions,
+            s.merging_compactions,
+            s.major_compactions,
+            s.splits,
+            s.stores,
+            s.ranges,
+            written_by_kind(&counters)
+        );
         db.close()?;
     }
     if want("fillrandom_sync") {
@@ -384,26 +403,34 @@ fn run_ht_random(
     );
     db.close()?;
     let user = (2 * n + written) * USER_BYTES_PER_CELL;
-    let kinds = counters.snapshot();
-    let wrote: u64 = kinds.iter().map(|k| k.bytes_written).sum();
-    let mib = |b: u64| b as f64 / 1048576.0;
+    let wrote: u64 = counters.snapshot().iter().map(|k| k.bytes_written).sum();
     eprintln!(
-        "  ht readwhilewriting {found} of {} found while {written} cells were written one at a time; {:.1} MiB written ({}) for {:.1} MiB of user data",
+        "  ht readwhilewriting {found} of {} found while {written} cells were written one at a time; {} for {:.1} MiB of user data",
         reads.len(),
-        mib(wrote),
-        Kind::ALL
-            .iter()
-            .zip(&kinds)
-            .map(|(k, s)| format!("{} {:.1}", k.name(), mib(s.bytes_written)))
-            .collect::<Vec<_>>()
-            .join(", "),
-        mib(user)
+        written_by_kind(&counters),
+        user as f64 / 1048576.0
     );
 
     if want("fillrandom") && want("overwrite") {
         f.insert(WRITE_AMP.into(), wrote as f64 / user as f64);
     }
     Ok(())
+}
+
+/// What `counters` saw written, in all and by kind of file, in MiB.
+fn written_by_kind(counters: &Counters) -> String {
+    let kinds = counters.snapshot();
+    let mib = |b: u64| b as f64 / 1048576.0;
+    format!(
+        "{:.1} MiB written ({})",
+        mib(kinds.iter().map(|k| k.bytes_written).sum()),
+        Kind::ALL
+            .iter()
+            .zip(&kinds)
+            .map(|(k, s)| format!("{} {:.1}", k.name(), mib(s.bytes_written)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// Compressible 16-byte values, like db_bench's default `--compression_ratio=0.5`: each value is

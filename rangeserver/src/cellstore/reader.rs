@@ -57,6 +57,8 @@ pub struct CellStore {
     /// so a search touches the large `index_tags` in one run only (a few cache lines).
     tag_runs: Vec<u64>,
     bloom: Option<Bloom>,
+    /// The first key, read from the first block when first asked for ([`CellStore::first_key`]).
+    first_key: std::sync::OnceLock<Vec<u8>>,
 }
 
 /// Tags per run of [`CellStore::tag_runs`] (two cache lines of tags).
@@ -168,6 +170,7 @@ impl CellStore {
             index_tags,
             tag_runs,
             bloom,
+            first_key: std::sync::OnceLock::new(),
         }))
     }
 
@@ -185,7 +188,22 @@ impl CellStore {
     }
 
     /// Like [`CellStore::may_contain_row`] for a row already encoded as `key::row_start(row)`.
+    /// A row past the store's last key, or before its first key once that was read
+    /// ([`CellStore::key_span`]), is ruled out before the bloom filter is asked.
     pub fn may_contain_row_prefix(&self, row_start: &[u8]) -> bool {
+        // Every key of the row starts with `row_start` and so sorts at or after it.
+        let Some(last) = self.index.len().checked_sub(1) else {
+            return false;
+        };
+        if self.index_key(last) < row_start {
+            return false;
+        }
+        if let Some(first) = self.first_key.get()
+            && first.as_slice() > row_start
+            && !first.starts_with(row_start)
+        {
+            return false;
+        }
         match &self.bloom {
             None => true,
             Some(b) => b.may_contain(row_start),
@@ -194,10 +212,7 @@ impl CellStore {
 
     /// False only if the bloom filter proves the row absent (true when there is no filter).
     pub fn may_contain_row(&self, row: &[u8]) -> bool {
-        match &self.bloom {
-            None => true,
-            Some(b) => b.may_contain(&common::key::row_start(row)),
-        }
+        self.may_contain_row_prefix(&common::key::row_start(row))
     }
 
     /// With a rows+cols filter, false only if the cell is provably absent; with a rows filter
@@ -228,6 +243,33 @@ impl CellStore {
 
     pub(crate) fn num_blocks(&self) -> usize {
         self.index.len()
+    }
+
+    /// The first and last keys (`None` for a store without cells). The first is read from the
+    /// first block once and kept.
+    pub(crate) fn key_span(self: &Arc<Self>) -> Result<Option<(&[u8], &[u8])>> {
+        let Some(last) = self.index.len().checked_sub(1) else {
+            return Ok(None);
+        };
+        let first = match self.first_key.get() {
+            Some(k) => k,
+            None => {
+                let mut sc = self.scanner(false);
+                crate::iter::CellIter::seek(&mut sc, b"")?;
+                let k = if crate::iter::CellIter::valid(&sc) {
+                    crate::iter::CellIter::key(&sc).to_vec()
+                } else {
+                    self.index_key(0).to_vec()
+                };
+                self.first_key.get_or_init(|| k)
+            }
+        };
+        Ok(Some((first.as_slice(), self.index_key(last))))
+    }
+
+    /// Per data block, its last key and stored size, in key order.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = (&[u8], u64)> {
+        (0..self.index.len()).map(|i| (self.index_key(i), u64::from(self.index[i].size)))
     }
 
     pub(crate) fn index_key(&self, i: usize) -> &[u8] {
