@@ -143,6 +143,8 @@ struct State {
     seek_target: Option<Vec<u8>>,
     /// The buffer of the last seek target, kept for the next ([`State::clear_seek_target`]).
     spare_target: Vec<u8>,
+    /// The end of the cell being skipped (a buffer kept from skip to skip).
+    skip_buf: Vec<u8>,
     /// The end of the last seek ([`CellIter::seek_until`]), passed on to the source's own
     /// seeks until the next one: the caller reads nothing at or past it.
     end: Option<Vec<u8>>,
@@ -193,6 +195,7 @@ impl State {
             out_valid: false,
             seek_target: None,
             spare_target: Vec::new(),
+            skip_buf: Vec::new(),
             end: None,
             emit_floor: None,
         }
@@ -403,8 +406,11 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             CellFlag::DeleteCell | CellFlag::DeleteCellVersion | CellFlag::Insert => {
                 let rule = st.rule(family);
                 if !rule.qualifiers.is_empty() && !rule.wants_qualifier(&k.qualifier()) {
-                    let target = key::cell_end(&k.row(), family, &k.qualifier());
-                    skip_to(src, &target, st.end.as_deref())?;
+                    let mut target = std::mem::take(&mut st.skip_buf);
+                    key::cell_end_into(k.cell_prefix(), &mut target);
+                    let r = skip_to(src, &target, st.end.as_deref());
+                    st.skip_buf = target;
+                    r?;
                     continue;
                 }
                 if flag == CellFlag::DeleteCell {
@@ -469,8 +475,11 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
         let (max, time_desc) = (rule.max_versions, rule.time_desc);
         st.versions += 1;
         if max > 0 && st.versions > max {
-            let target = key::cell_end(&k.row(), family, &k.qualifier());
-            skip_to(src, &target, st.end.as_deref())?;
+            let mut target = std::mem::take(&mut st.skip_buf);
+            key::cell_end_into(k.cell_prefix(), &mut target);
+            let r = skip_to(src, &target, st.end.as_deref());
+            st.skip_buf = target;
+            r?;
             continue;
         }
         if time_desc && st.opts.mode == Mode::Scan {
