@@ -398,7 +398,12 @@ pub(crate) fn write_store_with(
         inner.fs().remove(&path)?;
         return Ok((None, number + 1));
     }
-    Ok((Some(inner.open_store(&path)?), number + 1))
+    let store = inner.open_store(&path)?;
+    // Keep its first key (one block read, likely from the page cache): merge decisions and
+    // bounded seeks below the store use it. A failure here only leaves it unknown; a read
+    // that needs the block reports it.
+    let _ = store.key_span();
+    Ok((Some(store), number + 1))
 }
 
 /// Persists the range with `new_group` in place of group `gi`, then swaps it in memory.

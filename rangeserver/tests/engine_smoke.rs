@@ -185,6 +185,39 @@ fn stores_of_disjoint_rows_are_left_unmerged() {
     assert_eq!(f2, ["w1", "w0"].repeat(12));
 }
 
+/// A bounded scan over stores of disjoint rows (left unmerged) reads a block of the store
+/// that holds its rows only: the stores after it, whose first keys lie past the scan's end,
+/// are not read.
+#[test]
+fn a_bounded_scan_reads_only_the_disjoint_store_holding_its_rows() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone()).unwrap();
+    e.create_table(schema()).unwrap();
+    for part in 0..6 {
+        let muts: Vec<Mutation> = (part * 100..(part + 1) * 100)
+            .map(|i| Mutation::insert(format!("row{i:04}"), 1, "", format!("v{i}")))
+            .collect();
+        e.apply(1, &muts).unwrap();
+        e.compact(Some(1), CompactionKind::Minor).unwrap();
+    }
+    e.wait_for_maintenance();
+    assert_eq!(e.stats().stores, 6);
+    let before = e.stats().block_cache_misses;
+    let spec = ScanSpec {
+        row_intervals: vec![RowInterval {
+            start: Bound::Included(b"row0050".to_vec()),
+            end: Bound::Excluded(b"row0060".to_vec()),
+        }],
+        ..Default::default()
+    };
+    let got = e.scan(1, &spec).unwrap().collect_all().unwrap();
+    assert_eq!(got.len(), 10);
+    let read = e.stats().block_cache_misses - before;
+    assert_eq!(read, 1, "blocks read for rows in one of 6 disjoint stores");
+}
+
 #[test]
 fn async_apply_and_bounded_scan_stream() {
     let rt = tokio::runtime::Runtime::new().unwrap();

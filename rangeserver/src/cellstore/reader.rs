@@ -267,6 +267,12 @@ impl CellStore {
         Ok(Some((first.as_slice(), self.index_key(last))))
     }
 
+    /// True when the store's first key is known ([`CellStore::key_span`]) and not below `end`:
+    /// nothing before `end` is stored here.
+    pub(crate) fn starts_at_or_after(&self, end: &[u8]) -> bool {
+        self.first_key.get().is_some_and(|k| k.as_slice() >= end)
+    }
+
     /// Per data block, its last key and stored size, in key order.
     pub(crate) fn blocks(&self) -> impl Iterator<Item = (&[u8], u64)> {
         (0..self.index.len()).map(|i| (self.index_key(i), u64::from(self.index[i].size)))

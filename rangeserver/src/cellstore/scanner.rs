@@ -271,6 +271,13 @@ impl CellIter for CellStoreScanner {
     /// is asked only when the seek would leave the held block: inside it a seek reads nothing
     /// anyway, and a probe (a few cache misses) would cost more than it saves.
     fn seek_until(&mut self, key: &[u8], end: Option<&[u8]>) -> Result<()> {
+        // A seek that ends before the store's first key reads nothing either (stores of
+        // disjoint spans, which are not merged, meet many such seeks).
+        if end.is_some_and(|e| self.store.starts_at_or_after(e)) {
+            self.valid = false;
+            self.parked = true;
+            return Ok(());
+        }
         if let Some(end) = end
             && self.store.has_bloom()
             && !self.stays_in_block(key)
