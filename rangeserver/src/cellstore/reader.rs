@@ -57,7 +57,7 @@ pub struct CellStore {
     /// so a search touches the large `index_tags` in one run only (a few cache lines).
     tag_runs: Vec<u64>,
     bloom: Option<Bloom>,
-    /// The first key, read from the first block when first asked for ([`CellStore::first_key`]).
+    /// The first key, read from the first block when first asked for ([`CellStore::key_span`]).
     first_key: std::sync::OnceLock<Vec<u8>>,
 }
 
@@ -210,7 +210,8 @@ impl CellStore {
         }
     }
 
-    /// False only if the bloom filter proves the row absent (true when there is no filter).
+    /// False only if the store's key span or its bloom filter proves the row absent
+    /// ([`CellStore::may_contain_row_prefix`]).
     pub fn may_contain_row(&self, row: &[u8]) -> bool {
         self.may_contain_row_prefix(&common::key::row_start(row))
     }
@@ -256,10 +257,12 @@ impl CellStore {
             None => {
                 let mut sc = self.scanner(false);
                 crate::iter::CellIter::seek(&mut sc, b"")?;
+                // A store whose first block held no cell (none is written so) gets the empty
+                // key, below every key: it then rules nothing out.
                 let k = if crate::iter::CellIter::valid(&sc) {
                     crate::iter::CellIter::key(&sc).to_vec()
                 } else {
-                    self.index_key(0).to_vec()
+                    Vec::new()
                 };
                 self.first_key.get_or_init(|| k)
             }

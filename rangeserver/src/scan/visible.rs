@@ -305,6 +305,20 @@ fn skip_to<I: CellIter>(src: &mut I, target: &[u8], end: Option<&[u8]>) -> Resul
     Ok(())
 }
 
+/// Skips the rest of the cell `src` stands on (its other versions), to an end made from the
+/// key's encoded cell prefix in `st`'s kept buffer.
+fn skip_cell<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
+    let mut target = std::mem::take(&mut st.skip_buf);
+    let k = src.key();
+    key::cell_end_into(
+        &k[..k.len().saturating_sub(key::KEY_SUFFIX_LEN)],
+        &mut target,
+    );
+    let r = skip_to(src, &target, st.end.as_deref());
+    st.skip_buf = target;
+    r
+}
+
 /// Produces the next output cell into `st`, or leaves `st.out_valid` false at the end.
 fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
     st.out_valid = false;
@@ -406,11 +420,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
             CellFlag::DeleteCell | CellFlag::DeleteCellVersion | CellFlag::Insert => {
                 let rule = st.rule(family);
                 if !rule.qualifiers.is_empty() && !rule.wants_qualifier(&k.qualifier()) {
-                    let mut target = std::mem::take(&mut st.skip_buf);
-                    key::cell_end_into(k.cell_prefix(), &mut target);
-                    let r = skip_to(src, &target, st.end.as_deref());
-                    st.skip_buf = target;
-                    r?;
+                    skip_cell(src, st)?;
                     continue;
                 }
                 if flag == CellFlag::DeleteCell {
@@ -475,11 +485,7 @@ fn advance<I: CellIter>(src: &mut I, st: &mut State) -> Result<()> {
         let (max, time_desc) = (rule.max_versions, rule.time_desc);
         st.versions += 1;
         if max > 0 && st.versions > max {
-            let mut target = std::mem::take(&mut st.skip_buf);
-            key::cell_end_into(k.cell_prefix(), &mut target);
-            let r = skip_to(src, &target, st.end.as_deref());
-            st.skip_buf = target;
-            r?;
+            skip_cell(src, st)?;
             continue;
         }
         if time_desc && st.opts.mode == Mode::Scan {
