@@ -666,15 +666,7 @@ fn merge_tiered(inner: &Inner, range: &Range, gi: usize) -> Result<()> {
     let table = inner.table(range.table_id)?;
     let bounds = range.key_bounds();
     let merged = &st.stores[from..];
-    let children: Vec<Box<dyn CellIter>> = merged
-        .iter()
-        .map(|s| Box::new(s.scanner(false)) as Box<dyn CellIter>)
-        .collect();
-    let raw: Box<dyn CellIter> = Box::new(BoundedIter::new(
-        MergeIter::new(children),
-        bounds.0,
-        bounds.1,
-    ));
+    let raw = merged_stores(merged, bounds);
     let plain = table.schema.iterators.is_empty()
         && !table.combined_groups.get(gi).copied().unwrap_or(false);
     let mut src: Box<dyn CellIter> = if from == 0 && plain {
@@ -710,6 +702,23 @@ fn merge_tiered(inner: &Inner, range: &Range, gi: usize) -> Result<()> {
     Ok(())
 }
 
+/// The cells of `stores` merged in key order, within `bounds` (a range's
+/// [`Range::key_bounds`]), read without filling the block cache: a compaction's input.
+fn merged_stores(
+    stores: &[Arc<CellStore>],
+    bounds: (Option<Vec<u8>>, Option<Vec<u8>>),
+) -> Box<dyn CellIter> {
+    let children: Vec<Box<dyn CellIter>> = stores
+        .iter()
+        .map(|s| Box::new(s.scanner(false)) as Box<dyn CellIter>)
+        .collect();
+    Box::new(BoundedIter::new(
+        MergeIter::new(children),
+        bounds.0,
+        bounds.1,
+    ))
+}
+
 /// Merges a group's cell stores (when it has at least `min_stores`) into one holding only the
 /// range's rows, dropping nothing.
 fn merge_stores(inner: &Inner, range: &Range, gi: usize, min_stores: usize) -> Result<()> {
@@ -719,16 +728,7 @@ fn merge_stores(inner: &Inner, range: &Range, gi: usize, min_stores: usize) -> R
     if st.stores.len() < min_stores {
         return Ok(());
     }
-    let children: Vec<Box<dyn CellIter>> = st
-        .stores
-        .iter()
-        .map(|s| Box::new(s.scanner(false)) as Box<dyn CellIter>)
-        .collect();
-    let raw = Box::new(BoundedIter::new(
-        MergeIter::new(children),
-        bounds.0,
-        bounds.1,
-    ));
+    let raw = merged_stores(&st.stores, bounds);
     let table = inner.table(range.table_id)?;
     let mut src = partial_stack(inner, &table, raw)?;
     let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut *src)?;

@@ -7,13 +7,14 @@ use std::sync::atomic::Ordering;
 use common::key::KeyRef;
 use parking_lot::Mutex;
 
-use super::{Task, commit_group, compact_locked, partial_stack, retire_stores, write_store};
+use super::{
+    Task, commit_group, compact_locked, merged_stores, partial_stack, retire_stores, write_store,
+};
 use crate::cellcache::CellCache;
 use crate::cellstore::CellStore;
 use crate::engine::{CompactionKind, Inner, range_key};
 use crate::error::{Error, Result};
 use crate::iter::CellIter;
-use crate::merge::{BoundedIter, MergeIter};
 use crate::meta::MetaOp;
 use crate::range::{AccessGroup, GroupState, Range, copy_cache_range};
 
@@ -58,15 +59,7 @@ pub(super) fn rewrite_shared(inner: &Inner, range: &Range, gi: usize) -> Result<
         return Ok(());
     };
     let old: Vec<Arc<CellStore>> = shared.iter().map(|&i| st.stores[i].clone()).collect();
-    let children: Vec<Box<dyn CellIter>> = old
-        .iter()
-        .map(|s| Box::new(s.scanner(false)) as Box<dyn CellIter>)
-        .collect();
-    let raw = Box::new(BoundedIter::new(
-        MergeIter::new(children),
-        bounds.0,
-        bounds.1,
-    ));
+    let raw = merged_stores(&old, bounds);
     let table = inner.table(range.table_id)?;
     let mut src = partial_stack(inner, &table, raw)?;
     let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut *src)?;
