@@ -7,66 +7,119 @@ use crate::iter::CellIter;
 
 /// A k-way merge of cursors. An exact key present in several children is returned once (from
 /// the earliest child), so a cell that reached two sources is never returned twice.
+///
+/// The valid children are kept in a binary min-heap ordered by (key, child index): a step
+/// costs about two comparisons per level of the heap (log2 of the children) instead of one per
+/// child, which matters when a scan merges the many overlapping stores of a randomly loaded
+/// range; a run of keys from one child costs two comparisons per cell. A later child standing
+/// on the key of an earlier one sorts right below it, so it is one of the top's two children
+/// in the heap when that key comes up, and is stepped past there.
 pub struct MergeIter<I: CellIter> {
     children: Vec<I>,
-    /// Index of the child holding the smallest key, if any is valid.
-    current: Option<usize>,
-    /// Index of the valid child with the smallest key after `current`'s (the runner-up), as
-    /// of the last [`MergeIter::pick`]: only `current` moves until the next one, so `next`
-    /// keeps `current` with one comparison while it stays below the runner-up (long runs from
-    /// one store cost one comparison per cell, not one per child).
-    second: Option<usize>,
+    /// Indices of the valid children, a heap by (key, index); `heap[0]` is the current child.
+    heap: Vec<usize>,
 }
 
 impl<I: CellIter> MergeIter<I> {
     pub fn new(children: Vec<I>) -> Self {
-        Self {
-            children,
-            current: None,
-            second: None,
+        let heap = Vec::with_capacity(children.len());
+        Self { children, heap }
+    }
+
+    /// True if child `a` sorts before child `b`: a smaller key, or the same key and an
+    /// earlier child.
+    #[inline]
+    fn before(&self, a: usize, b: usize) -> bool {
+        match bytes_cmp(self.children[a].key(), self.children[b].key()) {
+            std::cmp::Ordering::Less => true,
+            std::cmp::Ordering::Greater => false,
+            std::cmp::Ordering::Equal => a < b,
         }
     }
 
-    /// Finds the child with the smallest key, and the runner-up. A later child standing on the
-    /// same key as an earlier one is moved past it, so each key is returned once.
-    fn pick(&mut self) -> Result<()> {
-        let mut best: Option<usize> = None;
-        let mut second: Option<usize> = None;
-        for i in 0..self.children.len() {
-            loop {
-                if !self.children[i].valid() {
-                    break;
-                }
-                let Some(b) = best else {
-                    best = Some(i);
-                    break;
-                };
-                match bytes_cmp(self.children[b].key(), self.children[i].key()) {
-                    std::cmp::Ordering::Less => {
-                        if second.is_none_or(|s| {
-                            bytes_cmp(self.children[i].key(), self.children[s].key()).is_lt()
-                        }) {
-                            second = Some(i);
-                        }
-                        break;
-                    }
-                    std::cmp::Ordering::Greater => {
-                        // The old best is below every runner-up seen so far.
-                        second = best;
-                        best = Some(i);
-                        break;
-                    }
-                    std::cmp::Ordering::Equal => self.children[i].next()?,
-                }
+    /// Moves the child at heap position `pos` down to its place.
+    fn sift_down(&mut self, mut pos: usize) {
+        let n = self.heap.len();
+        let x = self.heap[pos];
+        loop {
+            let l = 2 * pos + 1;
+            if l >= n {
+                break;
             }
+            let r = l + 1;
+            let c = if r < n && self.before(self.heap[r], self.heap[l]) {
+                r
+            } else {
+                l
+            };
+            if !self.before(self.heap[c], x) {
+                break;
+            }
+            self.heap[pos] = self.heap[c];
+            pos = c;
         }
-        self.current = best;
-        self.second = second;
+        self.heap[pos] = x;
+    }
+
+    /// Takes the child at heap position `pos` (0, 1 or 2: the root or one of its children)
+    /// out of the heap after it ran out.
+    fn remove_near_top(&mut self, pos: usize) {
+        let last = self.heap.pop().expect("non-empty heap");
+        if pos < self.heap.len() {
+            // The last child sorts after the root, so below position 0 it cannot need to rise.
+            self.heap[pos] = last;
+            self.sift_down(pos);
+        }
+    }
+
+    /// Steps the child at heap position `pos` and puts it back in its place.
+    fn step_at(&mut self, pos: usize) -> Result<()> {
+        let c = self.heap[pos];
+        self.children[c].next()?;
+        if self.children[c].valid() {
+            self.sift_down(pos);
+        } else {
+            self.remove_near_top(pos);
+        }
         Ok(())
     }
-}
 
-impl<I: CellIter> MergeIter<I> {
+    /// Restores the heap after the current child moved forward (from its old place at the
+    /// top), and steps every later child standing on the new current key past it.
+    fn settle_top(&mut self) -> Result<()> {
+        loop {
+            let n = self.heap.len();
+            if n < 2 {
+                return Ok(());
+            }
+            let c = if n > 2 && self.before(self.heap[2], self.heap[1]) {
+                2
+            } else {
+                1
+            };
+            let (top, next) = (self.heap[0], self.heap[c]);
+            match bytes_cmp(self.children[top].key(), self.children[next].key()) {
+                std::cmp::Ordering::Less => return Ok(()),
+                // The same key: the later child's copy is the duplicate.
+                std::cmp::Ordering::Equal if top < next => self.step_at(c)?,
+                std::cmp::Ordering::Equal => self.step_at(0)?,
+                std::cmp::Ordering::Greater => self.sift_down(0),
+            }
+        }
+    }
+
+    /// Rebuilds the heap from every valid child.
+    fn pick(&mut self) -> Result<()> {
+        self.heap.clear();
+        let children = &self.children;
+        self.heap
+            .extend((0..children.len()).filter(|&i| children[i].valid()));
+        for pos in (0..self.heap.len() / 2).rev() {
+            self.sift_down(pos);
+        }
+        self.settle_top()
+    }
+
     /// Repositions the children with `f` (each child by its index), then picks the smallest:
     /// a seek that need not move every child (one parked for a family set it does not hold).
     pub fn seek_with(&mut self, mut f: impl FnMut(usize, &mut I) -> Result<()>) -> Result<()> {
@@ -90,7 +143,10 @@ impl<I: CellIter> CellIter for MergeIter<I> {
     /// [`MergeIter::seek`] passing `end` to the children, so a cell store can answer a seek of
     /// one row its bloom filter rules out without reading a block.
     fn seek_until(&mut self, key: &[u8], end: Option<&[u8]>) -> Result<()> {
-        let forward = self.current.is_some_and(|c| key >= self.children[c].key());
+        let forward = self
+            .heap
+            .first()
+            .is_some_and(|&c| key >= self.children[c].key());
         for c in &mut self.children {
             if forward
                 && if c.valid() {
@@ -107,7 +163,7 @@ impl<I: CellIter> CellIter for MergeIter<I> {
     }
 
     fn parked(&self) -> bool {
-        self.current.is_none() && self.children.iter().any(|c| c.parked())
+        self.heap.is_empty() && self.children.iter().any(|c| c.parked())
     }
 
     fn may_hold_wide_deletes(&self) -> bool {
@@ -119,44 +175,33 @@ impl<I: CellIter> CellIter for MergeIter<I> {
     }
 
     fn valid(&self) -> bool {
-        self.current.is_some()
+        !self.heap.is_empty()
     }
 
     fn key(&self) -> &[u8] {
-        self.children[self.current.expect("valid cursor")].key()
+        self.children[self.heap[0]].key()
     }
 
     fn value(&self) -> &[u8] {
-        self.children[self.current.expect("valid cursor")].value()
+        self.children[self.heap[0]].value()
     }
 
     fn next(&mut self) -> Result<()> {
-        let Some(cur) = self.current else {
+        if self.heap.is_empty() {
             return Ok(());
-        };
-        // Duplicates of the current key in later children were skipped by `pick`, and no
-        // earlier child can stand on it (it would have been chosen).
+        }
+        // Duplicates of the current key in later children were stepped past when it came to
+        // the top, and no earlier child can stand on it (it would sort first).
+        let cur = self.heap[0];
         self.children[cur].next()?;
-        if self.children.len() == 1 {
-            self.current = self.children[0].valid().then_some(0);
-            return Ok(());
+        if !self.children[cur].valid() {
+            self.remove_near_top(0);
         }
-        // Still strictly below the runner-up (which has not moved): below every other child,
-        // and no duplicate to skip.
-        if self.children[cur].valid() {
-            match self.second {
-                None => return Ok(()),
-                Some(s) if bytes_cmp(self.children[cur].key(), self.children[s].key()).is_lt() => {
-                    return Ok(());
-                }
-                Some(_) => {}
-            }
-        }
-        self.pick()
+        self.settle_top()
     }
 
     fn origin(&self) -> Option<(String, u64)> {
-        self.current.and_then(|c| self.children[c].origin())
+        self.heap.first().and_then(|&c| self.children[c].origin())
     }
 }
 

@@ -94,37 +94,85 @@ impl Engine {
         }
     }
 
-    /// Queues minor compactions of the biggest caches while caches use more than half the limit.
+    /// Queues minor compactions of the biggest caches while caches use more than half the limit
+    /// (see [`caches_to_flush`]).
     pub(super) fn schedule_flushes_if_needed(&self) {
         let inner = &self.inner;
-        if inner.memory().bytes() <= inner.opts().cell_cache_limit_bytes / 2 {
+        let limit = inner.opts().cell_cache_limit_bytes;
+        let used = inner.memory().bytes();
+        if used <= limit / 2 {
             return;
         }
         let ranges: Vec<Arc<Range>> = inner.catalog().ranges().values().cloned().collect();
-        let mut groups: Vec<(u64, Arc<Range>, usize)> = Vec::new();
+        let mut caches = Vec::new();
+        let mut at = Vec::new();
         for r in &ranges {
             for (gi, g) in r.groups.iter().enumerate() {
-                let b = g.state().active.memory_bytes();
-                if b > 0 {
-                    groups.push((b, r.clone(), gi));
-                }
+                let st = g.state();
+                caches.push(CacheUse {
+                    active: st.active.memory_bytes(),
+                    frozen: st.frozen.as_ref().map_or(0, |f| f.memory_bytes()),
+                    queued: g.flush_queued.load(Ordering::Acquire),
+                });
+                at.push((r, gi));
             }
         }
-        groups.sort_by_key(|g| std::cmp::Reverse(g.0));
-        // Enough of the biggest to bring the active caches under half the limit.
-        let mut freed = 0;
-        let need = inner
-            .memory()
-            .bytes()
-            .saturating_sub(inner.opts().cell_cache_limit_bytes / 4);
-        for (b, r, gi) in groups {
-            if freed >= need {
-                break;
-            }
-            maintenance::queue_flush(inner, &r, gi);
-            freed += b;
+        for i in caches_to_flush(used, limit, &caches) {
+            let (r, gi) = at[i];
+            maintenance::queue_flush(inner, r, gi);
         }
     }
+}
+
+/// One access group's cell caches, as [`caches_to_flush`] sees them.
+#[derive(Clone, Copy, Debug)]
+struct CacheUse {
+    /// Bytes of the active cache.
+    active: u64,
+    /// Bytes of the frozen cache being written (0: none).
+    frozen: u64,
+    /// A flush of the group is queued or running.
+    queued: bool,
+}
+
+/// Which caches to flush (indexes into `caches`, biggest first) when all of them use `used`
+/// bytes of `limit`: none at or below half the limit; above it, the biggest active caches
+/// until what stays in memory once every flush under way is done falls to a quarter of it.
+/// Bytes already on their way out (frozen caches being written, active caches whose flush is
+/// queued and has not frozen them yet) count as freed: counted as still to free, every small
+/// cache of every range was queued while one big one was written, and a slow file system got
+/// many small, overlapping stores.
+fn caches_to_flush(used: u64, limit: u64, caches: &[CacheUse]) -> Vec<usize> {
+    if used <= limit / 2 {
+        return Vec::new();
+    }
+    let mut leaving = 0u64;
+    let mut candidates: Vec<(u64, usize)> = Vec::new();
+    for (i, c) in caches.iter().enumerate() {
+        leaving += c.frozen;
+        if c.queued {
+            // Queued and not started: its flush takes the active cache too. Running (a frozen
+            // cache): the active one waits for the next flush, which cannot be queued before
+            // this one ends.
+            if c.frozen == 0 {
+                leaving += c.active;
+            }
+        } else if c.active > 0 {
+            candidates.push((c.active, i));
+        }
+    }
+    candidates.sort_by_key(|&(b, i)| (std::cmp::Reverse(b), i));
+    let need = used.saturating_sub(limit / 4).saturating_sub(leaving);
+    let mut freed = 0;
+    let mut out = Vec::new();
+    for (b, i) in candidates {
+        if freed >= need {
+            break;
+        }
+        out.push(i);
+        freed += b;
+    }
+    out
 }
 
 pub use common::mutation::{MAX_ROW_OR_QUALIFIER_BYTES, MAX_VALUE_BYTES};
@@ -333,4 +381,45 @@ fn insert_into_caches(
         }
     }
     flush
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache(active: u64, frozen: u64, queued: bool) -> CacheUse {
+        CacheUse {
+            active,
+            frozen,
+            queued,
+        }
+    }
+
+    #[test]
+    fn flushes_under_way_count_as_freed() {
+        const MIB: u64 = 1 << 20;
+        let limit = 256 * MIB;
+        // Below half the limit: nothing.
+        let small = vec![cache(20 * MIB, 0, false); 6];
+        assert!(caches_to_flush(120 * MIB, limit, &small).is_empty());
+        // Above it with nothing under way: the biggest until a quarter of the limit stays.
+        let mut caches = vec![cache(4 * MIB, 0, false); 10];
+        caches.push(cache(60 * MIB, 0, false));
+        caches.push(cache(70 * MIB, 0, false));
+        let used = caches.iter().map(|c| c.active).sum::<u64>();
+        assert_eq!(used, 170 * MIB);
+        // 170 - 64 = 106 MiB to free: the 70 and the 60.
+        assert_eq!(caches_to_flush(used, limit, &caches), [11, 10]);
+        // The same while a 64 MiB cache is being written (3 MiB came in since) and a 40 MiB
+        // one is queued: of 277 MiB, 104 are leaving and 109 more must go. The 70 and the
+        // 60 MiB caches, not every small one besides (as when the leaving bytes counted as
+        // still to free: 213 MiB).
+        caches.push(cache(3 * MIB, 64 * MIB, true));
+        caches.push(cache(40 * MIB, 0, true));
+        let used = 170 * MIB + 67 * MIB + 40 * MIB;
+        assert_eq!(caches_to_flush(used, limit, &caches), [11, 10]);
+        // Everything over a quarter is on its way: nothing more.
+        let leaving = vec![cache(0, 100 * MIB, true), cache(50 * MIB, 0, true)];
+        assert!(caches_to_flush(150 * MIB, limit, &leaving).is_empty());
+    }
 }
