@@ -334,6 +334,18 @@ fn run_one(
         cpu_dir.as_deref().map(processes_cpu_seconds),
     );
     let (elapsed_s, reports) = super::load::parallel_load(&client, files)?;
+    let s = client.engine().stats();
+    eprintln!(
+        "{backend} flush {}: {} minor, {} merging, {} major compactions, {} splits; {} stores \
+         in {} ranges at the end of the load",
+        if flush { "on" } else { "off" },
+        s.minor_compactions,
+        s.merging_compactions,
+        s.major_compactions,
+        s.splits,
+        s.stores,
+        s.ranges
+    );
     client.close()?;
     drop(client);
     let load_cpu_s = (
