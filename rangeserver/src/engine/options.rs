@@ -28,13 +28,12 @@ impl Clock for SystemClock {
 pub struct EngineOptions {
     /// Bound on all cell caches together; writers wait while it is exceeded.
     pub cell_cache_limit_bytes: u64,
-    /// One access group's active cache is written out past this size. The default is half
-    /// of `cell_cache_limit_bytes` (where flushes of the biggest caches start anyway): a
-    /// range taking all the writes makes stores of that size, not of a quarter, and half as
-    /// many of them to merge. At a quarter, a load that kept its maintenance busy froze its
-    /// caches late, at 110-165 MiB, while the same load slowed by a synchronous commit-log
-    /// flush on a replicated file system froze them on time, at 64 MiB, made twice the stores
-    /// and rewrote 790 MiB more in merges (`ht bench dfs`, 5M lines x 4 loaders).
+    /// One access group's active cache is written out past this size. Half the limit
+    /// (128 MiB) was measured against this quarter: a replicated file system with the
+    /// commit-log flush on made half the stores and rewrote 790 MiB less in merges (`ht bench
+    /// dfs`, 5M lines x 4 loaders), but `ht bench engine --num 50000000` lost 11% on
+    /// fillrandom and 27% on readseq (bigger caches left to read, writers waiting on a frozen
+    /// cache of half the limit).
     pub cell_cache_flush_bytes: u64,
     /// Shared block cache size.
     pub block_cache_bytes: u64,
@@ -87,7 +86,7 @@ impl Default for EngineOptions {
     fn default() -> Self {
         Self {
             cell_cache_limit_bytes: 256 << 20,
-            cell_cache_flush_bytes: 128 << 20,
+            cell_cache_flush_bytes: 64 << 20,
             block_cache_bytes: 128 << 20,
             // Room for the largest batch a client may send (see `apply`).
             commit_log: CommitLogOptions {
