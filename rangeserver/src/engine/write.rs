@@ -149,14 +149,14 @@ fn caches_to_flush(used: u64, limit: u64, caches: &[CacheUse]) -> Vec<usize> {
     let mut leaving = 0u64;
     let mut candidates: Vec<(u64, usize)> = Vec::new();
     for (i, c) in caches.iter().enumerate() {
-        leaving += c.frozen;
         if c.queued {
-            // Queued and not started: its flush takes the active cache too. Running (a frozen
-            // cache): the active one waits for the next flush, which cannot be queued before
-            // this one ends.
-            if c.frozen == 0 {
-                leaving += c.active;
-            }
+            // Running: its frozen cache is being written; the active one waits for the next
+            // flush, which cannot be queued before this one ends. Queued and not started: the
+            // flush takes the active cache.
+            leaving += if c.frozen > 0 { c.frozen } else { c.active };
+        } else if c.frozen > 0 {
+            // Left by a failed flush: nothing is writing it; a flush writes it (alone) again.
+            candidates.push((c.frozen, i));
         } else if c.active > 0 {
             candidates.push((c.active, i));
         }
@@ -421,5 +421,9 @@ mod tests {
         // Everything over a quarter is on its way: nothing more.
         let leaving = vec![cache(0, 100 * MIB, true), cache(50 * MIB, 0, true)];
         assert!(caches_to_flush(150 * MIB, limit, &leaving).is_empty());
+        // A frozen cache a failed flush left behind is not leaving: it is flushed again (86 MiB
+        // must go; it holds 100), not the active cache beside it.
+        let failed = vec![cache(30 * MIB, 0, false), cache(0, 100 * MIB, false)];
+        assert_eq!(caches_to_flush(150 * MIB, limit, &failed), [1]);
     }
 }
