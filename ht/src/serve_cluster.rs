@@ -130,6 +130,8 @@ pub fn rangeserver(args: RangeserverArgs, registry: &Arc<Registry>) -> anyhow::R
     let root = me.root();
     let mut options = EngineOptions {
         registry: registry.clone(),
+        // METADATA is one range: clients and the master read it whole where `/ht/root` says.
+        unsplit_tables: vec![proto::layout::METADATA_ID],
         ..EngineOptions::default()
     };
     if let Some(mb) = args.block_cache_mb {

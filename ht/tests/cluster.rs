@@ -20,6 +20,24 @@ fn ht() -> &'static str {
     env!("CARGO_BIN_EXE_ht")
 }
 
+/// `text` without the terminal colour sequences (`ESC [ ... m`) the servers' logs carry.
+fn strip_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 #[derive(serde::Deserialize)]
 struct Proc {
     role: String,
@@ -121,6 +139,18 @@ impl LocalCluster {
             })
             .unwrap_or_else(|| panic!("no range server logged '{said}'\n{}", self.logs()))
             .name
+    }
+
+    /// Splits of METADATA that the range servers logged: none may happen, since clients and
+    /// the master read METADATA as one range on the server `/ht/root` names.
+    fn metadata_splits(&self) -> usize {
+        let Ok(entries) = std::fs::read_dir(self.path().join("logs")) else {
+            return 0;
+        };
+        entries
+            .map(|e| std::fs::read_to_string(e.expect("entry").path()).unwrap_or_default())
+            .map(|log| strip_ansi(&log).matches("range split table=1 ").count())
+            .sum()
     }
 
     /// The Hyperspace replicas' addresses, from the cluster file.
@@ -485,6 +515,7 @@ fn kill_test(extra: &[&str], total: u64, split_bytes: u64) {
         acked_total.load(Ordering::Relaxed) as f64 / elapsed.as_secs_f64(),
         failures.load(Ordering::Relaxed)
     );
+    assert_eq!(cluster.metadata_splits(), 0, "METADATA split");
     assert_eq!(
         failures.load(Ordering::Relaxed),
         0,
@@ -1286,6 +1317,7 @@ fn index_entries_survive_a_rangeserver_kill() {
     let killed = cluster.kill(|p| p.role == "rangeserver");
     eprintln!("killed {killed} at {} rows", acked.load(Ordering::Relaxed));
     let (failures, lost) = loader.join().expect("loader");
+    assert_eq!(cluster.metadata_splits(), 0, "METADATA split");
     assert_eq!(failures, 0, "writes failed for good");
     assert!(lost.is_empty());
 

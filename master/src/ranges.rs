@@ -101,12 +101,24 @@ impl Master {
                     "no live range server to take the ranges of {location}"
                 )));
             }
+            // METADATA's ranges (one, unless a database from before it was kept whole split
+            // it) all go to one server: `/ht/root` names one holder.
+            let mut metadata_target: Option<String> = None;
             for (_, rec) in &items {
+                if rec.table_id == METADATA_ID
+                    && let Some(t) = &metadata_target
+                {
+                    plan.push((rec.table_id, rec.end_row.clone(), t.clone()));
+                    continue;
+                }
                 let (target, n) = load
                     .iter_mut()
                     .min_by_key(|(l, n)| (**n, (*l).clone()))
                     .expect("not empty");
                 *n += 1;
+                if rec.table_id == METADATA_ID {
+                    metadata_target = Some(target.clone());
+                }
                 plan.push((rec.table_id, rec.end_row.clone(), target.clone()));
             }
             changed = true;

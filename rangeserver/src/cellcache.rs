@@ -132,6 +132,8 @@ impl Inner {
 pub struct CellCache {
     inner: RwLock<Inner>,
     memory_bytes: AtomicU64,
+    /// Key and value bytes inserted (what the cells would take in a store, uncompressed).
+    data_bytes: AtomicU64,
     cells: AtomicU64,
     /// Smallest and largest revision inserted (i64::MAX / i64::MIN while empty).
     min_revision: AtomicI64,
@@ -168,6 +170,7 @@ impl CellCache {
                 arena_bytes: 0,
             }),
             memory_bytes: AtomicU64::new(0),
+            data_bytes: AtomicU64::new(0),
             cells: AtomicU64::new(0),
             min_revision: AtomicI64::new(i64::MAX),
             max_revision: AtomicI64::new(i64::MIN),
@@ -188,7 +191,9 @@ impl CellCache {
         let (mut lo, mut hi) = (i64::MAX, i64::MIN);
         let mut wide = 0;
         let mut deletes = 0;
+        let mut data = 0;
         for (key, value, rev) in cells {
+            data += (key.len() + value.len()) as u64;
             lo = lo.min(rev);
             hi = hi.max(rev);
             wide += u64::from(common::key::is_wide_delete(key));
@@ -200,6 +205,7 @@ impl CellCache {
         self.cells
             .store(inner.index.len() as u64, AtomicOrdering::Relaxed);
         self.memory_bytes.store(after, AtomicOrdering::Release);
+        self.data_bytes.fetch_add(data, AtomicOrdering::AcqRel);
         self.min_revision.fetch_min(lo, AtomicOrdering::AcqRel);
         self.max_revision.fetch_max(hi, AtomicOrdering::AcqRel);
         if wide > 0 {
@@ -224,6 +230,12 @@ impl CellCache {
     /// Bytes of memory held (arena plus index), exactly as charged against the cache limit.
     pub fn memory_bytes(&self) -> u64 {
         self.memory_bytes.load(AtomicOrdering::Acquire)
+    }
+
+    /// Key and value bytes inserted: the cache's data without the arena's unused room (a
+    /// cache's first cell takes a whole chunk of memory), what a range's size counts.
+    pub fn data_bytes(&self) -> u64 {
+        self.data_bytes.load(AtomicOrdering::Acquire)
     }
 
     pub fn len(&self) -> u64 {
@@ -414,6 +426,7 @@ mod tests {
             (&b"c"[..], &b"3"[..], 9),
         ]);
         assert!(grew >= CHUNK_BYTES as u64);
+        assert_eq!(c.data_bytes(), 6, "keys and values, not the chunk");
         c.insert_batch([(&b"b"[..], &b"2"[..], 5)]);
         assert_eq!(c.len(), 3);
         assert_eq!(c.min_revision(), Some(3));

@@ -309,7 +309,11 @@ pub(crate) fn queue_follow_ups(inner: &Inner, range: &Arc<Range>, gi: usize) {
             group: gi,
         });
     }
-    if inner.opts().split_size_bytes > 0 && range.size_bytes() > inner.opts().split_size_bytes {
+    let opts = inner.opts();
+    if opts.split_size_bytes > 0
+        && range.size_bytes() > opts.split_size_bytes
+        && !opts.unsplit_tables.contains(&range.table_id)
+    {
         inner.maint().push(Task::Split {
             range: range.clone(),
         });

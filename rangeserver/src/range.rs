@@ -37,6 +37,11 @@ impl GroupState {
         self.active.memory_bytes() + self.frozen.as_ref().map_or(0, |f| f.memory_bytes())
     }
 
+    /// Key and value bytes in the caches (active and frozen), without the arenas' free room.
+    pub fn cache_data_bytes(&self) -> u64 {
+        self.active.data_bytes() + self.frozen.as_ref().map_or(0, |f| f.data_bytes())
+    }
+
     /// Bytes of cell-store files referenced.
     pub fn store_bytes(&self) -> u64 {
         self.stores.iter().map(|s| s.trailer().file_size).sum()
@@ -143,14 +148,16 @@ impl Range {
         }
     }
 
-    /// Bytes held by the range: its caches plus its share of store files (whole files, an
-    /// over-estimate for stores still shared with a sibling after a split).
+    /// Bytes held by the range: its caches' key and value bytes plus its share of store files
+    /// (whole files, an over-estimate for stores still shared with a sibling after a split).
+    /// The caches' memory is not counted: their arena chunks (1 MiB) would make every range
+    /// with a cell in its cache look bigger than a small split size.
     pub fn size_bytes(&self) -> u64 {
         self.groups
             .iter()
             .map(|g| {
                 let st = g.state();
-                st.cache_bytes() + st.store_bytes()
+                st.cache_data_bytes() + st.store_bytes()
             })
             .sum()
     }

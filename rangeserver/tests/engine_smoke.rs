@@ -794,3 +794,39 @@ fn automatic_merges_keep_the_store_count_bounded_and_drop_superseded_versions() 
     assert_eq!(r.len(), 100, "row007 was written again after its delete");
     assert!(r.iter().all(|(_, _, v)| v == "v19"), "{r:?}");
 }
+
+/// A table in `unsplit_tables` (a cluster's METADATA) stays one range past the split size,
+/// automatically and on request, while another table of the same size splits.
+#[test]
+fn unsplit_tables_stay_one_range() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let opts = EngineOptions {
+        split_size_bytes: 20_000,
+        unsplit_tables: vec![1],
+        ..EngineOptions::default()
+    };
+    let e = Engine::open(fs, "/ht", opts, rt.handle().clone()).unwrap();
+    e.create_table(schema()).unwrap();
+    let mut other = schema();
+    other.id = 2;
+    other.name = "/u".into();
+    e.create_table(other).unwrap();
+    for table in [1, 2] {
+        for part in 0..4 {
+            let muts: Vec<Mutation> = (part * 500..(part + 1) * 500)
+                .map(|i| Mutation::insert(format!("row{i:05}"), 1, "", "x".repeat(40)))
+                .collect();
+            e.apply(table, &muts).unwrap();
+            e.compact(Some(table), CompactionKind::Minor).unwrap();
+        }
+    }
+    e.wait_for_maintenance();
+    assert!(e.ranges(2).len() > 1, "the other table split");
+    assert_eq!(e.ranges(1).len(), 1, "the unsplit table stayed whole");
+    let err = e.split(1, b"row01000").unwrap_err();
+    assert!(err.to_string().contains("never split"), "{err}");
+    assert_eq!(e.ranges(1).len(), 1);
+    assert_eq!(rows(&e).len(), 2000);
+}

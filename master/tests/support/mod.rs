@@ -112,6 +112,7 @@ impl TestCluster {
         let options = EngineOptions {
             registry: Arc::new(registry),
             split_size_bytes: 0,
+            unsplit_tables: vec![proto::layout::METADATA_ID],
             ..EngineOptions::default()
         };
         let engine = Engine::open(

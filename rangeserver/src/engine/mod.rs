@@ -368,8 +368,14 @@ impl Engine {
     }
 
     /// Splits the range of `table_id` that holds `row` so that `row` starts the upper half.
+    /// A table in [`EngineOptions::unsplit_tables`] is refused.
     pub fn split(&self, table_id: u32, row: &[u8]) -> Result<()> {
         self.check_open()?;
+        if self.inner.opts().unsplit_tables.contains(&table_id) {
+            return Err(Error::InvalidInput(format!(
+                "table {table_id} is never split (it is read as one range)"
+            )));
+        }
         let r = self.inner.catalog().find(table_id, row).ok_or_else(|| {
             Error::InvalidInput(format!("no range of table {table_id} holds that row"))
         })?;

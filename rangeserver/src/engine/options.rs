@@ -40,6 +40,10 @@ pub struct EngineOptions {
     pub commit_log: CommitLogOptions,
     /// A range is split once it holds more than this; 0 disables automatic splits.
     pub split_size_bytes: u64,
+    /// Tables whose ranges are never split, automatically or on request: a cluster's
+    /// METADATA, which clients and the master read as the one range `/ht/root` names (a split
+    /// half recovered onto another server would leave the other half unreachable).
+    pub unsplit_tables: Vec<u32>,
     /// A merging compaction runs when a group has more cell stores than this.
     pub max_stores_per_group: usize,
     /// Which stores that merge takes: from the oldest store no bigger than this many times
@@ -94,6 +98,7 @@ impl Default for EngineOptions {
                 ..CommitLogOptions::default()
             },
             split_size_bytes: 512 << 20,
+            unsplit_tables: Vec::new(),
             max_stores_per_group: 8,
             merge_ratio: 1.2,
             maintenance_threads: 2,
@@ -119,6 +124,7 @@ impl std::fmt::Debug for EngineOptions {
             .field("cell_cache_flush_bytes", &self.cell_cache_flush_bytes)
             .field("block_cache_bytes", &self.block_cache_bytes)
             .field("split_size_bytes", &self.split_size_bytes)
+            .field("unsplit_tables", &self.unsplit_tables)
             .field("max_stores_per_group", &self.max_stores_per_group)
             .field("merge_ratio", &self.merge_ratio)
             .field("maintenance_threads", &self.maintenance_threads)

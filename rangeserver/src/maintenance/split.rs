@@ -251,7 +251,13 @@ pub fn split_range(inner: &Inner, range: &Arc<Range>, row: &[u8]) -> Result<()> 
     inner.sub_cache_bytes(removed_bytes);
     drop(gate);
     inner.counters().count_split();
-    tracing::info!(range = range.id, lo = lo.id, hi = hi.id, "range split");
+    tracing::info!(
+        table = range.table_id,
+        range = range.id,
+        lo = lo.id,
+        hi = hi.id,
+        "range split"
+    );
     // Rewrite both halves so they stop sharing the parent's files (dropping nothing: a split
     // changes nothing visible).
     inner.maint().push(Task::Rewrite { range: lo });
