@@ -690,16 +690,25 @@ fn merge_tiered(inner: &Inner, range: &Range, gi: usize) -> Result<()> {
     let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut *src)?;
     let mut stores: Vec<Arc<CellStore>> = st.stores[..from].to_vec();
     stores.extend(new.iter().cloned());
-    commit_group(
-        inner,
-        range,
-        gi,
-        GroupState {
-            stores,
-            next_store,
-            ..(*st).clone()
-        },
-    )?;
+    let group = GroupState {
+        stores,
+        next_store,
+        ..(*st).clone()
+    };
+    commit_merge(inner, range, gi, group, merged, new)
+}
+
+/// Ends a merging compaction of group `gi`: persists and swaps in `group`, hands the `merged`
+/// stores to garbage collection (`new`, the store written, is kept) and counts the compaction.
+fn commit_merge(
+    inner: &Inner,
+    range: &Range,
+    gi: usize,
+    group: GroupState,
+    merged: &[Arc<CellStore>],
+    new: Option<Arc<CellStore>>,
+) -> Result<()> {
+    commit_group(inner, range, gi, group)?;
     let kept: Vec<Arc<CellStore>> = new.into_iter().collect();
     retire_stores(inner, merged, &kept);
     inner.counters().count_compaction(CompactionKind::Merging);

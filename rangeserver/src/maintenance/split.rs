@@ -7,9 +7,7 @@ use std::sync::atomic::Ordering;
 use common::key::KeyRef;
 use parking_lot::Mutex;
 
-use super::{
-    Task, commit_group, compact_locked, merged_stores, partial_stack, retire_stores, write_store,
-};
+use super::{Task, commit_merge, compact_locked, merged_stores, partial_stack, write_store};
 use crate::cellcache::CellCache;
 use crate::cellstore::CellStore;
 use crate::engine::{CompactionKind, Inner, range_key};
@@ -72,20 +70,12 @@ pub(super) fn rewrite_shared(inner: &Inner, range: &Range, gi: usize) -> Result<
             stores.push(s.clone());
         }
     }
-    commit_group(
-        inner,
-        range,
-        gi,
-        GroupState {
-            stores,
-            next_store,
-            ..(*st).clone()
-        },
-    )?;
-    let kept: Vec<Arc<CellStore>> = new.into_iter().collect();
-    retire_stores(inner, &old, &kept);
-    inner.counters().count_compaction(CompactionKind::Merging);
-    Ok(())
+    let group = GroupState {
+        stores,
+        next_store,
+        ..(*st).clone()
+    };
+    commit_merge(inner, range, gi, group, &old, new)
 }
 
 /// A row near the middle of the range's data, from its biggest cell store.

@@ -51,9 +51,9 @@ pub struct DfsBenchArgs {
     /// Where the data goes; default a temporary directory in /tmp.
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Where the chart goes.
-    #[arg(long, default_value = "bench/dfs.svg")]
-    chart: PathBuf,
+    /// Where the chart goes; by default bench/dfs.svg, and none with --no-record.
+    #[arg(long)]
+    chart: Option<PathBuf>,
     /// The seed's size: 4 loaders of 9.8M lines (about 15M inserts each, 60M in all), as
     /// Hypertable's KFS-vs-HDFS test loaded; overrides --lines and --loaders.
     #[arg(long)]
@@ -127,6 +127,23 @@ struct Backends {
 impl Backends {
     fn start(base: &Path, names: &[String]) -> anyhow::Result<Backends> {
         let rt = tokio::runtime::Runtime::new()?;
+        // What an earlier run left in a reused --dir is no part of this one: a chunkfs
+        // cluster started on it would still hold that run's tables.
+        for own in [
+            "certs",
+            "broker-backend",
+            "hdfs-like",
+            "kfs-like",
+            "kfs-like-rs",
+        ] {
+            match std::fs::remove_dir_all(base.join(own)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(e)
+                        .with_context(|| format!("clearing {}", base.join(own).display()));
+                }
+                _ => {}
+            }
+        }
         let broker = if names.iter().any(|n| n == "broker") {
             let certs = base.join("certs");
             ClusterCredentials::create(&certs)?;
@@ -663,7 +680,15 @@ fn report(args: &DfsBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
         args.lines,
         rows.first().map_or(0, |r| r.cells)
     );
-    chart::draw(&super::repo_path(&args.chart), &title, &bars)?;
+    // A run that records nothing changes no file of the repository unless told to.
+    let chart = match (&args.chart, args.no_record) {
+        (Some(c), _) => Some(super::repo_path(c)),
+        (None, false) => Some(super::repo_path(Path::new("bench/dfs.svg"))),
+        (None, true) => None,
+    };
+    if let Some(c) = &chart {
+        chart::draw(c, &title, &bars)?;
+    }
     for r in rows {
         let l = local(r);
         println!(
@@ -697,7 +722,7 @@ fn report(args: &DfsBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
         let path = super::append_result(&line)?;
         println!(
             "(chart {}; appended to {})",
-            args.chart.display(),
+            chart.as_deref().unwrap_or(Path::new("-")).display(),
             path.display()
         );
     }
