@@ -186,15 +186,24 @@ fn run(inner: &Arc<Inner>, task: Task) -> Result<()> {
                 for gi in 0..range.groups.len() {
                     rewrite_shared(inner, &range, gi)?;
                 }
+                drop(_m);
+                for gi in 0..range.groups.len() {
+                    queue_follow_ups(inner, &range, gi);
+                }
             }
         }
         Task::Split { range } => {
             if range.retired.load(Ordering::Acquire) {
                 return Ok(());
             }
-            if let Some(row) = choose_split_row(&range) {
-                split_range(inner, &range, &row)?;
+            // A range that is not split now gets the merges its follow-ups left to the split.
+            let split = choose_split_row(&range).map(|row| split_range(inner, &range, &row));
+            if !matches!(split, Some(Ok(()))) {
+                for gi in 0..range.groups.len() {
+                    queue_merge_if_needed(inner, &range, gi);
+                }
             }
+            split.transpose()?;
         }
     }
     collect_garbage(inner)
@@ -295,19 +304,15 @@ pub fn compact_group(
     Ok(())
 }
 
+/// Queues what a compaction of group `gi` leaves due: a split when the range has outgrown
+/// `split_size_bytes`, else a merging compaction when the group needs one. A due split goes
+/// first and alone: each half keeps only the parent's stores that hold its rows, so the stores
+/// of a load in key order are divided between the halves instead of merged into one store just
+/// before the split cuts it; the halves' own follow-ups are queued after the split's rewrite
+/// ([`Task::Rewrite`]), and a range that cannot be split is merged as before.
 pub(crate) fn queue_follow_ups(inner: &Inner, range: &Arc<Range>, gi: usize) {
     if range.retired.load(Ordering::Acquire) {
         return;
-    }
-    if needs_merge(
-        range,
-        &range.groups[gi].state().stores,
-        inner.opts().max_stores_per_group,
-    ) {
-        inner.maint().push(Task::Merge {
-            range: range.clone(),
-            group: gi,
-        });
     }
     let opts = inner.opts();
     if opts.split_size_bytes > 0
@@ -316,6 +321,22 @@ pub(crate) fn queue_follow_ups(inner: &Inner, range: &Arc<Range>, gi: usize) {
     {
         inner.maint().push(Task::Split {
             range: range.clone(),
+        });
+        return;
+    }
+    queue_merge_if_needed(inner, range, gi);
+}
+
+/// Queues a merging compaction of group `gi` when it needs one ([`needs_merge`]).
+fn queue_merge_if_needed(inner: &Inner, range: &Arc<Range>, gi: usize) {
+    if needs_merge(
+        range,
+        &range.groups[gi].state().stores,
+        inner.opts().max_stores_per_group,
+    ) {
+        inner.maint().push(Task::Merge {
+            range: range.clone(),
+            group: gi,
         });
     }
 }

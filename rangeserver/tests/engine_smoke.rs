@@ -185,6 +185,58 @@ fn stores_of_disjoint_rows_are_left_unmerged() {
     assert_eq!(f2, ["w1", "w0"].repeat(12));
 }
 
+/// A range with more disjoint stores than a group may keep that has also outgrown the split
+/// size is split, not merged: each half keeps the stores holding its rows, so only the store
+/// the split row cuts is rewritten (a load in key order wrote every other store once).
+#[test]
+fn a_range_due_for_a_split_is_split_instead_of_merged() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let part = |e: &Engine, part: usize| {
+        let muts: Vec<Mutation> = (part * 100..(part + 1) * 100)
+            .map(|i| Mutation::insert(format!("row{i:04}"), 1, "", format!("v{i}")))
+            .collect();
+        e.apply(1, &muts).unwrap();
+        e.compact(Some(1), CompactionKind::Minor).unwrap();
+        e.wait_for_maintenance();
+    };
+    // Four stores, the most a group of one store and four disjoint ones keeps unmerged.
+    let opts = EngineOptions {
+        max_stores_per_group: 1,
+        split_size_bytes: 0,
+        ..EngineOptions::default()
+    };
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(fs, "/ht", opts, rt.handle().clone()).unwrap();
+    e.create_table(schema()).unwrap();
+    for p in 0..4 {
+        part(&e, p);
+    }
+    assert_eq!((e.stats().stores, e.stats().merging_compactions), (4, 0));
+    let four = e.ranges(1)[0].size_bytes;
+    e.close().unwrap();
+    drop(e);
+    // Reopened with a split size the fifth store passes.
+    let opts = EngineOptions {
+        max_stores_per_group: 1,
+        split_size_bytes: four + four / 8,
+        ..EngineOptions::default()
+    };
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    let e = Engine::open(fs, "/ht", opts, rt.handle().clone()).unwrap();
+    part(&e, 4);
+    let st = e.stats();
+    assert_eq!(st.splits, 1, "{st:?}");
+    // The one store the split row cuts is rewritten in each half (two merging compactions);
+    // the others are kept as they are. Merged first, the five stores would have become one,
+    // which both halves would then rewrite.
+    assert!(st.merging_compactions <= 2, "{st:?}");
+    assert!(st.stores >= 5, "{st:?}");
+    let r = rows(&e);
+    assert_eq!(r.len(), 500);
+    assert!(r.windows(2).all(|w| w[0].0 < w[1].0));
+}
+
 /// A bounded scan over stores of disjoint rows (left unmerged) reads a block of the store
 /// that holds its rows only: the stores after it, whose first keys lie past the scan's end,
 /// are not read.

@@ -572,6 +572,19 @@ fn increments(e: &Engine, n: u64, keys: u64) -> Vec<i64> {
     sums
 }
 
+/// [`increments`] in rounds of 10,000, each waited on until maintenance is idle, so that
+/// every flush the writes make due runs before the next round: the flush count does not depend
+/// on how fast the maintenance threads run beside the writer.
+fn increments_settled(e: &Engine, n: u64, keys: u64) -> Vec<i64> {
+    let mut sums = vec![0i64; keys as usize];
+    for start in (0..n).step_by(10_000) {
+        let round = increments(e, (n - start).min(10_000), keys);
+        sums.iter_mut().zip(round).for_each(|(s, r)| *s += r);
+        e.wait_for_maintenance();
+    }
+    sums
+}
+
 fn check_increments(e: &Engine, sums: &[i64]) {
     for (k, &want) in sums.iter().enumerate() {
         assert_eq!(
@@ -592,7 +605,7 @@ fn a_combiner_group_flushes_early_and_folds_into_one_store() {
     };
     let db = open_with(schema(), o);
     let e = &db.e;
-    let sums = increments(e, 120_000, 40);
+    let sums = increments_settled(e, 120_000, 40);
     e.wait_for_maintenance();
     let s = e.stats();
     assert!(
@@ -613,7 +626,7 @@ fn a_combiner_group_flushes_early_and_folds_into_one_store() {
     };
     let db = open_with(schema(), o);
     let e = &db.e;
-    let sums = increments(e, 120_000, 40);
+    let sums = increments_settled(e, 120_000, 40);
     e.wait_for_maintenance();
     let s = e.stats();
     assert_eq!(s.major_compactions, 0, "{s:?}");
