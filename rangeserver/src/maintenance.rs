@@ -333,7 +333,9 @@ fn queue_merge_if_needed(inner: &Inner, range: &Arc<Range>, gi: usize) {
         range,
         &range.groups[gi].state().stores,
         inner.opts().max_stores_per_group,
-    ) {
+    )
+    .is_some()
+    {
         inner.maint().push(Task::Merge {
             range: range.clone(),
             group: gi,
@@ -594,19 +596,25 @@ fn major_source(
     Ok(KvCell::new(stack))
 }
 
-/// Whether a group with these stores needs a merging compaction: when more than `max_stores`
-/// of them overlap at some key ([`overlap_depth`]), or there are more than
+/// Why a group needs a merging compaction ([`needs_merge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MergeNeed {
+    /// More than `max_stores` stores overlap at some key: a read meets each of them.
+    Overlap,
+    /// Too many stores in all, though few overlap at any key (a load in key order).
+    Count,
+}
+
+/// Whether a group with these stores needs a merging compaction, and why: when more than
+/// `max_stores` of them overlap at some key ([`overlap_depth`]), or there are more than
 /// [`DISJOINT_STORES_FACTOR`] times `max_stores` in all. Stores of disjoint key spans (what a
 /// load in key order makes) cost a read no more than one store does, so merging them would
 /// only write the same cells again (RocksDB moves such files down a level without rewriting
 /// them). A store whose first key cannot be read counts as overlapping everything.
-fn needs_merge(range: &Range, stores: &[Arc<CellStore>], max_stores: usize) -> bool {
+fn needs_merge(range: &Range, stores: &[Arc<CellStore>], max_stores: usize) -> Option<MergeNeed> {
     let max_stores = max_stores.max(1);
     if stores.len() <= max_stores {
-        return false;
-    }
-    if stores.len() > DISJOINT_STORES_FACTOR * max_stores {
-        return true;
+        return None;
     }
     let (lo, hi) = range.key_bounds();
     let mut spans = Vec::with_capacity(stores.len());
@@ -622,11 +630,17 @@ fn needs_merge(range: &Range, stores: &[Arc<CellStore>], max_stores: usize) -> b
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!(store = s.path(), error = %e, "reading a store's first key");
-                return true;
+                return Some(MergeNeed::Overlap);
             }
         }
     }
-    overlap_depth(&spans) > max_stores
+    if overlap_depth(&spans) > max_stores {
+        Some(MergeNeed::Overlap)
+    } else if stores.len() > DISJOINT_STORES_FACTOR * max_stores {
+        Some(MergeNeed::Count)
+    } else {
+        None
+    }
 }
 
 /// At most this many times `max_stores_per_group` stores of disjoint spans stay unmerged.
@@ -672,29 +686,59 @@ pub(crate) fn select_merge(sizes: &[u64], max_stores: usize, ratio: f64) -> Opti
     Some(sizes.len() - 2)
 }
 
-/// The automatic merging compaction of group `gi` ([`select_merge`]). A merge that takes every
-/// store of a group with no combiner family, in a table with no iterators, also drops what no
-/// read can show any more (versions past the limit, expired cells, cells under a delete), as
-/// HBase promotes a compaction of all files to a major one; it keeps the delete markers, since
-/// the cache above the stores may hold cells a marker's timestamp covers. A merge of some
-/// stores drops nothing.
+/// The `max_stores` stores next to one another in age (at least two; the caller has more)
+/// whose sizes add up to the least, as `(from, to)`: the merge that takes a group of too many
+/// disjoint stores towards the bound writing the fewest bytes. Merged into one store in their place, stores
+/// next in age keep every other store's order; a load in key order made them next in key
+/// order too, so the result stays disjoint from the rest.
+pub(crate) fn smallest_window(sizes: &[u64], max_stores: usize) -> (usize, usize) {
+    let w = max_stores.max(2).min(sizes.len());
+    let mut best = (0, w);
+    let mut best_sum = u64::MAX;
+    let mut sum: u64 = 0;
+    for (i, &s) in sizes.iter().enumerate() {
+        sum += s;
+        if i >= w {
+            sum -= sizes[i - w];
+        }
+        if i + 1 >= w && sum < best_sum {
+            best_sum = sum;
+            best = (i + 1 - w, i + 1);
+        }
+    }
+    best
+}
+
+/// The automatic merging compaction of group `gi`: of the stores [`select_merge`] picks when
+/// too many overlap, of the [`smallest_window`] when there are only too many. A merge that
+/// takes every store of a group with no combiner family, in a table with no iterators, also
+/// drops what no read can show any more (versions past the limit, expired cells, cells under a
+/// delete), as HBase promotes a compaction of all files to a major one; it keeps the delete
+/// markers, since the cache above the stores may hold cells a marker's timestamp covers. A
+/// merge of some stores drops nothing.
 fn merge_tiered(inner: &Inner, range: &Range, gi: usize) -> Result<()> {
     let st = range.groups[gi].state();
     let opts = inner.opts();
-    if !needs_merge(range, &st.stores, opts.max_stores_per_group) {
+    let Some(need) = needs_merge(range, &st.stores, opts.max_stores_per_group) else {
         return Ok(());
-    }
+    };
     let sizes: Vec<u64> = st.stores.iter().map(|s| s.trailer().file_size).collect();
-    let Some(from) = select_merge(&sizes, opts.max_stores_per_group, opts.merge_ratio) else {
-        return Ok(());
+    let (from, to) = match need {
+        MergeNeed::Overlap => {
+            match select_merge(&sizes, opts.max_stores_per_group, opts.merge_ratio) {
+                Some(from) => (from, sizes.len()),
+                None => return Ok(()),
+            }
+        }
+        MergeNeed::Count => smallest_window(&sizes, opts.max_stores_per_group),
     };
     let table = inner.table(range.table_id)?;
     let bounds = range.key_bounds();
-    let merged = &st.stores[from..];
+    let merged = &st.stores[from..to];
     let raw = merged_stores(merged, bounds);
     let plain = table.schema.iterators.is_empty()
         && !table.combined_groups.get(gi).copied().unwrap_or(false);
-    let mut src: Box<dyn CellIter> = if from == 0 && plain {
+    let mut src: Box<dyn CellIter> = if from == 0 && to == sizes.len() && plain {
         let vopts = VisibleOptions {
             families: Arc::new(family_rules(&table, &ScanSpec::default())),
             time_start: i64::MIN,
@@ -711,6 +755,7 @@ fn merge_tiered(inner: &Inner, range: &Range, gi: usize) -> Result<()> {
     let (new, next_store) = write_store(inner, range, gi, st.next_store, &mut *src)?;
     let mut stores: Vec<Arc<CellStore>> = st.stores[..from].to_vec();
     stores.extend(new.iter().cloned());
+    stores.extend(st.stores[to..].iter().cloned());
     let group = GroupState {
         stores,
         next_store,
@@ -860,7 +905,7 @@ pub fn collect_garbage(inner: &Inner) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::{overlap_depth, select_merge};
+    use super::{overlap_depth, select_merge, smallest_window};
 
     fn spans(v: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
         v.iter()
@@ -888,6 +933,16 @@ mod tests {
             overlap_depth(&spans(&[("m", "p"), ("a", "c"), ("n", "o"), ("b", "n")])),
             3
         );
+    }
+
+    #[test]
+    fn the_smallest_window_of_stores_next_in_age() {
+        assert_eq!(smallest_window(&[10; 9], 8), (0, 8));
+        assert_eq!(smallest_window(&[90, 10, 10, 10, 80, 5, 5, 5], 3), (5, 8));
+        assert_eq!(smallest_window(&[90, 1, 1, 1, 80, 5, 5, 5], 3), (1, 4));
+        // At least two, and never more than there are.
+        assert_eq!(smallest_window(&[7, 3, 4], 1), (1, 3));
+        assert_eq!(smallest_window(&[7, 3], 8), (0, 2));
     }
 
     #[test]

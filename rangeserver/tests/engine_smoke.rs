@@ -185,6 +185,40 @@ fn stores_of_disjoint_rows_are_left_unmerged() {
     assert_eq!(f2, ["w1", "w0"].repeat(12));
 }
 
+/// Over the bound on disjoint stores, a group merges only the few stores next in age that
+/// hold the fewest bytes, not every store it has.
+#[test]
+fn too_many_disjoint_stores_merge_a_small_window_of_them() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+    // One store per group, four disjoint ones: the fifth makes a merge of two due.
+    let opts = EngineOptions {
+        max_stores_per_group: 1,
+        split_size_bytes: 0,
+        ..EngineOptions::default()
+    };
+    let e = Engine::open(fs, "/ht", opts, rt.handle().clone()).unwrap();
+    e.create_table(schema()).unwrap();
+    let mut start = 0;
+    for n in [300, 300, 20, 20, 300, 300] {
+        let muts: Vec<Mutation> = (start..start + n)
+            .map(|i| Mutation::insert(format!("row{i:04}"), 1, "", format!("v{i}")))
+            .collect();
+        start += n;
+        e.apply(1, &muts).unwrap();
+        e.compact(Some(1), CompactionKind::Minor).unwrap();
+        e.wait_for_maintenance();
+    }
+    // At five stores the two of 20 rows became one; at five again, that one and a neighbour.
+    let st = e.stats();
+    assert_eq!((st.stores, st.merging_compactions), (4, 2), "{st:?}");
+    let r = rows(&e);
+    assert_eq!(r.len(), 1240);
+    assert!(r.windows(2).all(|w| w[0].0 < w[1].0));
+    assert_eq!(r[700], ("row0700".into(), 1, "v700".into()));
+}
+
 /// A range with more disjoint stores than a group may keep that has also outgrown the split
 /// size is split, not merged: each half keeps the stores holding its rows, so only the store
 /// the split row cuts is rewritten (a load in key order wrote every other store once).
