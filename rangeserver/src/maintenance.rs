@@ -688,9 +688,9 @@ pub(crate) fn select_merge(sizes: &[u64], max_stores: usize, ratio: f64) -> Opti
 
 /// The `max_stores` stores next to one another in age (at least two; the caller has more)
 /// whose sizes add up to the least, as `(from, to)`: the merge that takes a group of too many
-/// disjoint stores towards the bound writing the fewest bytes. Merged into one store in their place, stores
-/// next in age keep every other store's order; a load in key order made them next in key
-/// order too, so the result stays disjoint from the rest.
+/// disjoint stores towards the bound writing the fewest bytes. Merged into one store in their
+/// place, stores next in age keep every other store's order; a load in key order made them
+/// next in key order too, so the result stays disjoint from the rest.
 pub(crate) fn smallest_window(sizes: &[u64], max_stores: usize) -> (usize, usize) {
     let w = max_stores.max(2).min(sizes.len());
     let mut best = (0, w);
