@@ -44,7 +44,9 @@ pub struct EngineOptions {
     /// METADATA, which clients and the master read as the one range `/ht/root` names (a split
     /// half recovered onto another server would leave the other half unreachable).
     pub unsplit_tables: Vec<u32>,
-    /// A merging compaction runs when a group has more cell stores than this.
+    /// A merging compaction runs when more than this many of a group's cell stores overlap at
+    /// one key, or the group holds over 4 times this many (stores of disjoint key spans, what
+    /// a load in key order writes; then this many of them, next in age, are merged).
     pub max_stores_per_group: usize,
     /// Which stores that merge takes: from the oldest store no bigger than this many times
     /// the newer ones together, to the newest (`maintenance::select_merge`). Lower rewrites
