@@ -70,6 +70,10 @@ pub struct EngineArgs {
     /// KiB), where ht's own default is Hypertable's 64 KiB, a size for scans.
     #[arg(long, default_value_t = 4096)]
     blocksize: u32,
+    /// The engine's `max_stores_per_group` (default: the engine's own, 6): more overlapping
+    /// stores than this in a group start a merge. Lower costs writes, higher costs scans.
+    #[arg(long)]
+    max_stores: Option<usize>,
     /// Only these workloads of the ht side, comma-separated (db_bench's names; the reads still
     /// run on a database made by fillrandom); needs `--no-rocksdb`. Default: all.
     #[arg(long, value_delimiter = ',')]
@@ -292,7 +296,7 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
             &dir.join("b"),
             rt,
             Durability::Flush,
-            args.blocksize,
+            args,
             Some(counters.clone()),
         )?;
         let keys: Vec<u64> = (0..n).collect();
@@ -313,7 +317,7 @@ fn run_ht(args: &EngineArgs, dir: &Path, rt: &tokio::runtime::Runtime) -> anyhow
         db.close()?;
     }
     if want("fillrandom_sync") {
-        let db = HtDb::open(&dir.join("c"), rt, Durability::Sync, args.blocksize, None)?;
+        let db = HtDb::open(&dir.join("c"), rt, Durability::Sync, args, None)?;
         let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
         let t = db.fill(&keys, &values)?;
         f.insert("fillrandom_sync".into(), n as f64 / t.as_secs_f64());
@@ -340,7 +344,7 @@ fn run_ht_random(
         &dir.join("a"),
         rt,
         Durability::Flush,
-        args.blocksize,
+        args,
         Some(counters.clone()),
     )?;
     let keys: Vec<u64> = (0..n).map(|_| rng.random_range(0..n)).collect();
@@ -472,7 +476,7 @@ impl HtDb {
         dir: &Path,
         rt: &tokio::runtime::Runtime,
         durability: Durability,
-        blocksize: u32,
+        args: &EngineArgs,
         counters: Option<Arc<Counters>>,
     ) -> anyhow::Result<Self> {
         let _ = std::fs::remove_dir_all(dir);
@@ -480,12 +484,16 @@ impl HtDb {
         if let Some(counters) = counters {
             fs = Arc::new(Counting { fs, counters });
         }
-        let engine = Engine::open(fs, "/ht", EngineOptions::default(), rt.handle().clone())?;
+        let mut opts = EngineOptions::default();
+        if let Some(m) = args.max_stores {
+            opts.max_stores_per_group = m;
+        }
+        let engine = Engine::open(fs, "/ht", opts, rt.handle().clone())?;
         let mut schema = TableSchema::new(TABLE_ID, "/bench");
         let family = schema.add_family("v");
         schema.families[0].max_versions = 1;
         for g in &mut schema.access_groups {
-            g.blocksize_bytes = blocksize;
+            g.blocksize_bytes = args.blocksize;
         }
         schema.durability = durability;
         engine.create_table(schema)?;

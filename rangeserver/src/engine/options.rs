@@ -101,7 +101,7 @@ impl Default for EngineOptions {
             },
             split_size_bytes: 512 << 20,
             unsplit_tables: Vec::new(),
-            max_stores_per_group: 8,
+            max_stores_per_group: 6,
             merge_ratio: 1.2,
             maintenance_threads: 2,
             maintenance_queue_limit: 1024,
