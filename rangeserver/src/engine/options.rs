@@ -49,7 +49,7 @@ pub struct EngineOptions {
     /// a load in key order writes; then this many of them, next in age, are merged).
     pub max_stores_per_group: usize,
     /// Which stores that merge takes: from the oldest store no bigger than this many times
-    /// the newer ones together, to the newest (`maintenance::select_merge`). Lower rewrites
+    /// the newer ones together, to the newest (`maintenance::policy::select_merge`). Lower rewrites
     /// less and leaves more stores for reads to merge; 0 merges only the two newest.
     pub merge_ratio: f64,
     /// Background maintenance threads (compactions, splits): the bound on their concurrency.
