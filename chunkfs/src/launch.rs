@@ -3,7 +3,7 @@
 //! tests, benchmarks and `ht start --dfs`, with kill -9 and restart of any one of them;
 //! [`InProcessDfs`] runs the same servers inside the calling process (conformance tests).
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -16,9 +16,9 @@ use crate::client::{ChunkFs, ChunkFsOptions};
 use crate::meta::{MetaOptions, MetaServer};
 use crate::{CHUNK_SERVER_NAME, Flavour, Layout, META_SERVER_NAME};
 
-/// A free UDP port on loopback (bound and released; good enough for tests on one machine).
+/// A free UDP port on loopback, outside the kernel's ephemeral range ([`rpc::free_loopback_addr`]).
 pub fn free_addr() -> std::io::Result<SocketAddr> {
-    UdpSocket::bind("127.0.0.1:0")?.local_addr()
+    rpc::free_loopback_addr()
 }
 
 /// The shape and timings of a local cluster.
@@ -268,7 +268,16 @@ impl LocalDfs {
     /// chunk server to be live there.
     pub async fn connect(&self, timeout: Duration) -> FsResult<ChunkFs> {
         let want = self.chunks.iter().filter(|c| c.is_some()).count();
-        connect_ready(self.meta_addr, &self.credentials, want, timeout).await
+        connect_ready(self.meta_addr, &self.credentials, want, timeout)
+            .await
+            .map_err(|e| match e {
+                FsError::Backend { op, path, msg } => FsError::Backend {
+                    op,
+                    path,
+                    msg: format!("{msg} (server logs in {})", self.dir.join("logs").display()),
+                },
+                e => e,
+            })
     }
 
     /// Stops every server (SIGKILL).
@@ -301,7 +310,13 @@ pub async fn connect_ready(
                 Ok(st) if st.servers.iter().filter(|s| s.live).count() >= servers => {
                     return Ok(fs);
                 }
-                Ok(st) => last = format!("{} of {servers} chunk servers live", st.servers.len()),
+                Ok(st) => {
+                    let live = st.servers.iter().filter(|s| s.live).count();
+                    last = format!(
+                        "{live} of {servers} chunk servers live ({} registered)",
+                        st.servers.len()
+                    );
+                }
                 Err(e) => last = e.to_string(),
             },
             Err(e) => last = e.to_string(),

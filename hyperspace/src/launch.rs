@@ -2,7 +2,7 @@
 //! loopback: for process tests, `ht bench hyperspace` and `ht start`.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,9 +44,9 @@ pub struct LocalGroup {
     server_credentials: ClusterCredentials,
 }
 
-/// A free UDP port on loopback (bound and released; good enough for tests on one machine).
+/// A free UDP port on loopback, outside the kernel's ephemeral range ([`rpc::free_loopback_addr`]).
 pub fn free_addr() -> std::io::Result<SocketAddr> {
-    UdpSocket::bind("127.0.0.1:0")?.local_addr()
+    rpc::free_loopback_addr()
 }
 
 impl LocalGroup {

@@ -2,7 +2,7 @@
 //! leader change, membership change.
 
 use std::collections::BTreeMap;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -12,10 +12,7 @@ use hyperspace::service::{Replica, ReplicaConfig, TransportOptions};
 use rpc::ClusterCredentials;
 
 fn free_addr() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    rpc::free_loopback_addr().expect("free port")
 }
 
 fn credentials(dir: &Path) {

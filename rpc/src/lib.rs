@@ -7,6 +7,7 @@
 pub mod client;
 pub mod error;
 pub mod frame;
+mod ports;
 pub mod retry;
 pub mod server;
 mod socket;
@@ -16,6 +17,7 @@ pub mod tls;
 pub use bytes::Bytes;
 pub use client::{Client, ClientOptions, ResponseStream, bind_addr, local_ip, set_local_ip};
 pub use error::RpcError;
+pub use ports::free_loopback_addr;
 pub use retry::{Backoff, RetryPolicy, retry, retry_seeded};
 pub use server::{PeerInfo, STALLED_READER, Server, ServerOptions, Service, StreamSink};
 pub use socket::DEFAULT_SOCKET_BUFFER_BYTES;
