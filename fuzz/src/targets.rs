@@ -249,7 +249,9 @@ mod cellstore {
         for (i, f) in fields.iter().enumerate() {
             t[i * 8..i * 8 + 8].copy_from_slice(&f.to_le_bytes());
         }
-        t[116..120].copy_from_slice(&1u32.to_le_bytes());
+        // Both entry layouts: v1 (keys whole) for odd lengths, v2 (tails as deltas) for even.
+        let version: u32 = if block.len().is_multiple_of(2) { 2 } else { 1 };
+        t[116..120].copy_from_slice(&version.to_le_bytes());
         t[120..128].copy_from_slice(&TRAILER_MAGIC);
         let crc = trailer_crc(&t);
         t[112..116].copy_from_slice(&crc.to_le_bytes());

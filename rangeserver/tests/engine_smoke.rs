@@ -889,7 +889,7 @@ fn unsplit_tables_stay_one_range() {
     let dir = tempfile::tempdir().unwrap();
     let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
     let opts = EngineOptions {
-        split_size_bytes: 20_000,
+        split_size_bytes: 5_000,
         unsplit_tables: vec![1],
         ..EngineOptions::default()
     };

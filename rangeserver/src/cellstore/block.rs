@@ -14,8 +14,56 @@ pub(crate) const COMPRESSION_NONE: u8 = 0;
 pub(crate) const COMPRESSION_LZ4: u8 = 1;
 /// Every this many entries a data block stores a full key (a restart point).
 pub(crate) const RESTART_INTERVAL: u32 = 16;
+/// The bytes at the end of every encoded key that v2 entries may store as deltas: the
+/// timestamp and the revision, 8 bytes each (`docs/formats/key.md`).
+pub(crate) const TAIL_LEN: usize = 16;
 
-pub(crate) use common::codec::{get_varint32, put_varint};
+pub(crate) use common::codec::{get_varint, get_varint32, put_varint};
+
+/// The zigzag code of a signed difference: small magnitudes, either sign, give small numbers.
+#[inline]
+pub(crate) fn zigzag(d: i64) -> u64 {
+    ((d << 1) ^ (d >> 63)) as u64
+}
+
+/// The difference a [`zigzag`] code stands for.
+#[inline]
+pub(crate) fn unzigzag(z: u64) -> i64 {
+    ((z >> 1) as i64) ^ -((z & 1) as i64)
+}
+
+/// The encoded-key tail of a v2 entry as its two varints: the revision as a difference from
+/// the previous key's, the timestamp as a difference from this revision (low bit 0) or from the
+/// previous timestamp (low bit 1), whichever is smaller. `prev` and `tail` are the 16 tail
+/// bytes of the previous and this key. `None` when the timestamp's difference does not fit
+/// (the entry is then stored whole).
+#[inline]
+pub(crate) fn encode_tail(prev: &[u8], tail: &[u8]) -> Option<(u64, u64)> {
+    let word = |b: &[u8], at: usize| u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    let (pt, pr, t, r) = (word(prev, 0), word(prev, 8), word(tail, 0), word(tail, 8));
+    let rev = zigzag(r.wrapping_sub(pr) as i64);
+    let from_rev = zigzag(t.wrapping_sub(r) as i64);
+    let from_ts = zigzag(t.wrapping_sub(pt) as i64);
+    let ts = if from_rev <= from_ts {
+        from_rev.checked_mul(2)?
+    } else {
+        from_ts.checked_mul(2)? | 1
+    };
+    Some((rev, ts))
+}
+
+/// The 16 tail bytes [`encode_tail`] stood for, given the previous key's tail bytes.
+#[inline]
+pub(crate) fn decode_tail(prev: &[u8], rev: u64, ts: u64) -> [u8; TAIL_LEN] {
+    let word = |b: &[u8], at: usize| u64::from_be_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+    let r = word(prev, 8).wrapping_add(unzigzag(rev) as u64);
+    let base = if ts & 1 == 0 { r } else { word(prev, 0) };
+    let t = base.wrapping_add(unzigzag(ts >> 1) as u64);
+    let mut out = [0u8; TAIL_LEN];
+    out[..8].copy_from_slice(&t.to_be_bytes());
+    out[8..].copy_from_slice(&r.to_be_bytes());
+    out
+}
 
 /// The little-endian `u32` at `buf[at..]`. Callers read fixed offsets of a block or trailer
 /// whose length they checked first, so the bytes are always there.
@@ -186,6 +234,8 @@ pub(crate) fn lz4_max_expansion(stored_len: usize) -> usize {
 }
 
 /// A verified, decompressed data block: entries, then the restart array, then its count.
+/// `tails` tells the layout of its entries: v1 (every key stored whole but for the shared
+/// prefix) or v2 (entries may store their timestamp and revision as deltas, [`decode_entry`]).
 ///
 /// Parsing also builds the block's restart search table: the bytes every restart key shares
 /// (the common prefix of the first and last, since they are sorted) and, per restart point,
@@ -203,11 +253,19 @@ pub struct DataBlock {
     shared_prefix: std::ops::Range<usize>,
     /// Per restart point: the 8 key bytes after the shared prefix, big-endian, zero-padded.
     restart_words: Vec<u64>,
+    /// The v2 entry layout (format version 2 and later).
+    pub(crate) tails: bool,
 }
 
 impl DataBlock {
     /// Checks the restart array of a payload that passed its checksum.
-    pub(crate) fn parse(data: Vec<u8>, entry_count: u32, file: &str, offset: u64) -> Result<Self> {
+    pub(crate) fn parse(
+        data: Vec<u8>,
+        entry_count: u32,
+        tails: bool,
+        file: &str,
+        offset: u64,
+    ) -> Result<Self> {
         let bad = |msg: &str| corrupt(file, offset, format!("data block: {msg}"));
         if data.len() < 4 {
             return Err(bad("too short for a restart count"));
@@ -235,6 +293,7 @@ impl DataBlock {
             num_restarts,
             shared_prefix: 0..0,
             restart_words: Vec::new(),
+            tails,
         };
         let (shared, words) = {
             let key = |i| {
@@ -256,7 +315,7 @@ impl DataBlock {
         if words.windows(2).any(|w| w[0] > w[1]) {
             return Err(bad("restart keys out of order"));
         }
-        let at = decode_entry(&b.data, 0, entries_end)
+        let at = decode_entry(&b.data, 0, entries_end, tails)
             .expect("restart 0 decoded above")
             .unshared_start;
         b.shared_prefix = at..at + shared;
@@ -269,10 +328,10 @@ impl DataBlock {
     }
 
     /// The key stored at restart point `i` (restart entries share nothing with the one
-    /// before); `None` if the entry is damaged.
+    /// before and store their key whole); `None` if the entry is damaged.
     fn restart_key(&self, i: usize) -> Option<&[u8]> {
-        match decode_entry(&self.data, self.restart(i), self.entries_end) {
-            Some(e) if e.shared == 0 => {
+        match decode_entry(&self.data, self.restart(i), self.entries_end, self.tails) {
+            Some(e) if e.shared == 0 && e.tail.is_none() => {
                 Some(&self.data[e.unshared_start..e.unshared_start + e.unshared_len])
             }
             _ => None,
@@ -324,21 +383,40 @@ pub(crate) struct Entry {
     pub shared: usize,
     pub unshared_start: usize,
     pub unshared_len: usize,
+    /// v2 entries storing their key's tail as deltas ([`decode_tail`]): the key is the first
+    /// `shared` bytes of the previous key, the unshared bytes, then that tail. `None`: the
+    /// unshared bytes end the key.
+    pub tail: Option<(u64, u64)>,
     pub value_start: usize,
     pub value_len: usize,
     pub next: usize,
 }
 
-/// Decodes the entry at `pos` of `data[..end]`; `None` if it does not fit.
+/// Decodes the entry at `pos` of `data[..end]` in the v1 layout or, with `tails`, the v2 one;
+/// `None` if it does not fit.
 #[inline]
-pub(crate) fn decode_entry(data: &[u8], pos: usize, end: usize) -> Option<Entry> {
+pub(crate) fn decode_entry(data: &[u8], pos: usize, end: usize, tails: bool) -> Option<Entry> {
     let d = &data[..end];
     let mut p = pos;
     let shared = get_varint32(d, &mut p)? as usize;
-    let unshared_len = get_varint32(d, &mut p)? as usize;
+    let mut unshared_len = get_varint32(d, &mut p)? as usize;
     let value_len = get_varint32(d, &mut p)? as usize;
     let unshared_start = p;
-    let value_start = unshared_start.checked_add(unshared_len)?;
+    let mut value_start = unshared_start.checked_add(unshared_len)?;
+    let mut tail = None;
+    if tails {
+        // v2: the unshared length's low bit is 1 for a key stored whole.
+        let whole = unshared_len & 1 == 1;
+        unshared_len >>= 1;
+        value_start = unshared_start + unshared_len;
+        if !whole {
+            let mut q = value_start;
+            let rev = get_varint(d, &mut q)?;
+            let ts = get_varint(d, &mut q)?;
+            tail = Some((rev, ts));
+            value_start = q;
+        }
+    }
     let next = value_start.checked_add(value_len)?;
     if next > end {
         return None;
@@ -347,6 +425,7 @@ pub(crate) fn decode_entry(data: &[u8], pos: usize, end: usize) -> Option<Entry>
         shared,
         unshared_start,
         unshared_len,
+        tail,
         value_start,
         value_len,
         next,
@@ -399,7 +478,7 @@ mod tests {
                 1..40),
         ) {
             let keys: Vec<Vec<u8>> = keys.into_iter().collect();
-            let b = DataBlock::parse(payload(&keys), keys.len() as u32, "/x", 0).unwrap();
+            let b = DataBlock::parse(payload(&keys), keys.len() as u32, false, "/x", 0).unwrap();
             let restart_keys: Vec<&Vec<u8>> = keys.iter().step_by(RESTART_INTERVAL as usize).collect();
             let mut targets = targets;
             targets.extend(keys.iter().cloned());
@@ -412,15 +491,48 @@ mod tests {
 
         /// Arbitrary payloads either fail to parse or decode without panicking.
         #[test]
-        fn parse_and_decode_never_panic(data in proptest::collection::vec(any::<u8>(), 0..200), count in 0u32..40) {
-            if let Ok(b) = DataBlock::parse(data, count, "/x", 0) {
+        fn parse_and_decode_never_panic(
+            data in proptest::collection::vec(any::<u8>(), 0..200),
+            count in 0u32..40,
+            tails in any::<bool>(),
+        ) {
+            if let Ok(b) = DataBlock::parse(data, count, tails, "/x", 0) {
                 for i in 0..b.num_restarts {
-                    let _ = decode_entry(&b.data, b.restart(i), b.entries_end);
+                    let _ = decode_entry(&b.data, b.restart(i), b.entries_end, tails);
                 }
                 let mut pos = 0;
-                while let Some(e) = decode_entry(&b.data, pos, b.entries_end) {
+                while let Some(e) = decode_entry(&b.data, pos, b.entries_end, tails) {
                     pos = e.next;
                 }
+            }
+        }
+
+        /// Any tail after any other comes back from its deltas, or is refused (stored whole)
+        /// only when the timestamp's difference from both bases needs all 64 bits.
+        #[test]
+        fn tails_roundtrip(
+            prev in proptest::array::uniform16(any::<u8>()),
+            tail in proptest::array::uniform16(any::<u8>()),
+            near in any::<bool>(),
+            step in -3i64..1_000_000,
+        ) {
+            // Near: the timestamp is the revision, or close to the previous timestamp.
+            let mut tail = tail;
+            if near {
+                let pr = u64::from_be_bytes(prev[8..].try_into().unwrap());
+                let r = pr.wrapping_add(step as u64);
+                tail[8..].copy_from_slice(&r.to_be_bytes());
+                tail[..8].copy_from_slice(&r.to_be_bytes());
+            }
+            match encode_tail(&prev, &tail) {
+                Some((rev, ts)) => {
+                    prop_assert_eq!(decode_tail(&prev, rev, ts), tail);
+                    if near {
+                        prop_assert_eq!(ts, 0);
+                        prop_assert!(rev < 1 << 21, "{} for a step of {}", rev, step);
+                    }
+                }
+                None => prop_assert!(!near),
             }
         }
 

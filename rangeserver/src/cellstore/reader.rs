@@ -319,7 +319,10 @@ impl CellStore {
         }
         let buf = self.reader.pread(e.offset, e.size as usize)?;
         let (count, payload) = decode_block(&self.path, e.offset, buf, MAGIC_DATA)?;
-        let b = Arc::new(DataBlock::parse(payload, count, &self.path, e.offset)?);
+        let tails = self.trailer.version >= 2;
+        let b = Arc::new(DataBlock::parse(
+            payload, count, tails, &self.path, e.offset,
+        )?);
         if fill_cache {
             self.cache.insert(self.file_id, e.offset, b.clone());
         }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::block::{DataBlock, corrupt, decode_entry};
+use super::block::{DataBlock, TAIL_LEN, corrupt, decode_entry, decode_tail};
 use super::reader::CellStore;
 use crate::error::Result;
 use crate::iter::CellIter;
@@ -125,16 +125,33 @@ impl CellStoreScanner {
         if self.next >= b.entries_end {
             return Ok(false);
         }
-        let Some(e) = decode_entry(&b.data, self.next, b.entries_end) else {
+        let Some(e) = decode_entry(&b.data, self.next, b.entries_end, b.tails) else {
             return Err(self.corrupt("entry overruns the block"));
         };
-        if e.shared > self.key.len() {
-            return Err(self.corrupt("entry shares more bytes than the previous key has"));
+        let unshared = &b.data[e.unshared_start..e.unshared_start + e.unshared_len];
+        match e.tail {
+            None => {
+                if e.shared > self.key.len() {
+                    return Err(self.corrupt("entry shares more bytes than the previous key has"));
+                }
+                self.key.truncate(e.shared);
+                self.key.extend_from_slice(unshared);
+            }
+            Some((rev, ts)) => {
+                // The timestamp and revision follow from the previous key's.
+                let n = self.key.len();
+                if n < TAIL_LEN || e.shared > n - TAIL_LEN {
+                    return Err(self.corrupt(
+                        "entry shares more bytes than the previous key has before its timestamp",
+                    ));
+                }
+                let tail = decode_tail(&self.key[n - TAIL_LEN..], rev, ts);
+                self.key.truncate(e.shared);
+                self.key.extend_from_slice(unshared);
+                self.key.extend_from_slice(&tail);
+            }
         }
         self.shared = e.shared;
-        self.key.truncate(e.shared);
-        self.key
-            .extend_from_slice(&b.data[e.unshared_start..e.unshared_start + e.unshared_len]);
         self.value_start = e.value_start;
         self.value_end = e.value_start + e.value_len;
         self.next = e.next;

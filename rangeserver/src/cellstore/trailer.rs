@@ -11,8 +11,11 @@ use crate::error::{Error, Result};
 pub const TRAILER_LEN: usize = 128;
 /// The last 8 bytes of every cell store.
 pub const TRAILER_MAGIC: [u8; 8] = *b"HTCELLST";
-/// The format version this code writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this code writes: 2, whose data-block entries may store the timestamp
+/// and revision as deltas (docs/formats/cellstore.md).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this code reads.
+pub const MIN_FORMAT_VERSION: u32 = 1;
 
 /// What the trailer records. `file_size` is not stored: it is the file length.
 #[derive(Debug, Clone, PartialEq)]
@@ -87,7 +90,7 @@ impl Trailer {
             ));
         }
         let version = read_u32(t, 116);
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(Error::UnsupportedVersion {
                 file: file.to_string(),
                 version,

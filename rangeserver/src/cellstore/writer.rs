@@ -1,12 +1,13 @@
 //! Writes a cell store: data blocks as cells arrive, then index, bloom filter and trailer.
 
-use common::key::{KEY_SUFFIX_LEN, KeyRef};
+use common::key::{KEY_SUFFIX_LEN, KeyRef, common_prefix};
 use common::{BloomFilterMode, Compressor};
 use dfs_broker::{AppendFlag, BlockingFs, BlockingWriter};
 
 use super::CellStoreOptions;
 use super::block::{
-    MAGIC_BLOOM, MAGIC_DATA, MAGIC_INDEX, RESTART_INTERVAL, encode_block, put_varint,
+    MAGIC_BLOOM, MAGIC_DATA, MAGIC_INDEX, RESTART_INTERVAL, TAIL_LEN, encode_block, encode_tail,
+    put_varint,
 };
 use super::bloom::{build_payload, item_hash, validate_spec};
 use super::trailer::{FORMAT_VERSION, Trailer};
@@ -123,20 +124,39 @@ impl CellStoreWriter {
             }
         }
 
-        let shared = if self.block_entries.is_multiple_of(RESTART_INTERVAL) {
+        // A restart entry stores its key whole; the others keep the bytes they share with the
+        // previous key and, in v2, store the timestamp and revision as deltas from its.
+        let restart = self.block_entries.is_multiple_of(RESTART_INTERVAL);
+        if restart {
             self.restarts.push(self.block.len() as u32);
-            0
+        }
+        let stem = key.len() - TAIL_LEN;
+        let last_stem = self.last_key.len().saturating_sub(TAIL_LEN);
+        let tail = if restart {
+            None
         } else {
-            self.last_key
-                .iter()
-                .zip(key)
-                .take_while(|(a, b)| a == b)
-                .count()
+            encode_tail(&self.last_key[last_stem..], &key[stem..])
+        };
+        let shared = match (restart, tail) {
+            (true, _) => 0,
+            (false, Some(_)) => common_prefix(&self.last_key[..last_stem], &key[..stem]),
+            (false, None) => common_prefix(&self.last_key, key),
         };
         put_varint(&mut self.block, shared as u64);
-        put_varint(&mut self.block, (key.len() - shared) as u64);
-        put_varint(&mut self.block, value.len() as u64);
-        self.block.extend_from_slice(&key[shared..]);
+        match tail {
+            Some((rev, ts)) => {
+                put_varint(&mut self.block, ((stem - shared) as u64) << 1);
+                put_varint(&mut self.block, value.len() as u64);
+                self.block.extend_from_slice(&key[shared..stem]);
+                put_varint(&mut self.block, rev);
+                put_varint(&mut self.block, ts);
+            }
+            None => {
+                put_varint(&mut self.block, (((key.len() - shared) as u64) << 1) | 1);
+                put_varint(&mut self.block, value.len() as u64);
+                self.block.extend_from_slice(&key[shared..]);
+            }
+        }
         self.block.extend_from_slice(value);
         self.block_entries += 1;
         self.last_key.truncate(shared);
