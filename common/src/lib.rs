@@ -6,6 +6,7 @@ pub mod aggregate;
 pub mod codec;
 pub mod iterators;
 pub mod key;
+pub mod key_tail;
 pub mod mutation;
 pub mod row_key;
 pub mod row_range;

@@ -363,9 +363,9 @@ pub fn commitlog_replay(data: &[u8]) {
         for (i, part) in split_on(data, b"HTLF").iter().enumerate() {
             write(&dir, &i.to_string(), part);
         }
-        let _ = rangeserver::commitlog::replay(&env().fs, "/log", |entry| {
-            if let Some((_table, cells)) = rangeserver::engine::decode_log_entry(entry) {
-                for (k, _v) in cells {
+        let _ = rangeserver::commitlog::replay(&env().fs, "/log", |entry, layout| {
+            if let Some(d) = rangeserver::engine::decode_log_entry(entry, layout) {
+                for (k, _v) in d.cells() {
                     if let Ok(k) = common::key::KeyRef::new(k) {
                         let _ = (k.row(), k.revision(), k.flag());
                     }

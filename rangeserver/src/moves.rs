@@ -485,9 +485,10 @@ fn replay_into(
     let started = Instant::now();
     // The dead server's record of its fragments makes a missing or damaged one an error.
     let track = crate::meta::read_state(inner.fs(), &join(dead_root, "meta"))?.log;
-    let stats = CommitLog::replay_dir(inner.fs(), &dir, track.as_ref(), |entry| {
+    let stats = CommitLog::replay_dir(inner.fs(), &dir, track.as_ref(), |entry, layout| {
         let (n, grew) = replay_entry(
             entry,
+            layout,
             &dir,
             |t| tables.get(&t).map(|(t, _)| &**t),
             phantoms,

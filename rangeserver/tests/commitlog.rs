@@ -12,7 +12,9 @@ use dfs_broker::{
     AppendFlag, BlockingFs, DirEntry, Fs, FsError, FsReader, FsResult, FsWriter, LocalFs,
 };
 use rangeserver::Error;
-use rangeserver::commitlog::{CommitLog, CommitLogOptions, FragmentInfo, ReplayStats, replay};
+use rangeserver::commitlog::{
+    CommitLog, CommitLogOptions, EntryLayout, FragmentInfo, ReplayStats, replay,
+};
 
 const DIR: &str = "/log";
 
@@ -88,7 +90,7 @@ fn check_entry(e: &[u8]) -> (u32, u32) {
 
 fn replay_all(fs: &BlockingFs) -> (Vec<Vec<u8>>, ReplayStats) {
     let mut out = Vec::new();
-    let stats = replay(fs, DIR, |e| {
+    let stats = replay(fs, DIR, |e, _| {
         out.push(e.to_vec());
         Ok(())
     })
@@ -351,7 +353,7 @@ fn flip_and_replay(env: &Env, path: &std::path::Path, at: usize) -> Error {
     let mut data = std::fs::read(path).expect("read");
     data[at] ^= 0x40;
     std::fs::write(path, &data).expect("write");
-    replay(&env.fs, DIR, |_| Ok(())).expect_err("corruption must be reported")
+    replay(&env.fs, DIR, |_, _| Ok(())).expect_err("corruption must be reported")
 }
 
 #[test]
@@ -400,7 +402,7 @@ fn stray_file_is_recognised() {
         b"this is not a commit log fragment at all",
     )
     .expect("write");
-    let err = replay(&env.fs, DIR, |_| Ok(())).expect_err("stray file");
+    let err = replay(&env.fs, DIR, |_, _| Ok(())).expect_err("stray file");
     assert!(
         matches!(err, Error::Corrupt { offset: 0, .. }),
         "got {err:?}"
@@ -442,7 +444,7 @@ fn reopen_appends_to_a_new_fragment_and_replays_the_old_ones() {
     // Replay while open sees only what existed before open.
     let mut old = Vec::new();
     let stats = log
-        .replay_existing(|e| {
+        .replay_existing(|e, _| {
             old.push(check_entry(e));
             Ok(())
         })
@@ -468,7 +470,7 @@ fn replay_stops_at_the_callers_error() {
     }
     log.close().expect("close");
     let mut seen = 0;
-    let err = replay(&env.fs, DIR, |_| {
+    let err = replay(&env.fs, DIR, |_, _| {
         seen += 1;
         if seen == 4 {
             Err(Error::InvalidInput("stop".into()))
@@ -571,7 +573,7 @@ fn async_appends_from_tasks() {
     log.close().expect("close");
     small.close().expect("close");
     assert_eq!(replay_all(&env.fs).0.len(), 800);
-    let n = replay(&env.fs, "/log2", |e| {
+    let n = replay(&env.fs, "/log2", |e, _| {
         check_entry(e);
         Ok(())
     })
@@ -815,7 +817,7 @@ fn throughput() {
             });
             let elapsed = start.elapsed().as_secs_f64();
             log.close().expect("close");
-            let blocks = replay(&env.fs, DIR, |_| Ok(())).expect("replay").blocks;
+            let blocks = replay(&env.fs, DIR, |_, _| Ok(())).expect("replay").blocks;
             println!(
                 "{:>5} {threads} threads: {:>9.0} entries/s {:>7.1} MB/s ({:.1} entries/block)",
                 d.name(),
@@ -841,13 +843,43 @@ const GOLDEN_V1: [u8; 70] = [
     0x05, 0x68, 0x65, 0x6c, 0x6c, 0x6f,
 ];
 
+/// The same with block version 2 (entries of layout v2): only the block's version and its
+/// header checksum differ. Frozen likewise.
+const GOLDEN_V2: [u8; 70] = [
+    0x48, 0x54, 0x4c, 0x46, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, //
+    0x00, 0x00, 0x00, 0x00, 0xec, 0xb0, 0x23, 0x68, 0x48, 0x54, 0x4c, 0x42, 0x02, 0x00, 0x00,
+    0x00, //
+    0x06, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+    0x00, //
+    0x07, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x9d, 0xed, 0xec, 0xd5, 0x9b, 0x11, 0x4f,
+    0x4e, //
+    0x05, 0x68, 0x65, 0x6c, 0x6c, 0x6f,
+];
+
 #[test]
-fn writes_the_frozen_v1_bytes() {
+fn writes_the_frozen_v2_bytes() {
     let env = env();
     let log = CommitLog::open(env.fs.clone(), DIR, opts()).expect("open");
     log.append(b"hello", 7, Durability::Log).expect("append");
     log.close().expect("close");
-    assert_eq!(std::fs::read(real_path(&env, 0)).expect("read"), GOLDEN_V1);
+    assert_eq!(std::fs::read(real_path(&env, 0)).expect("read"), GOLDEN_V2);
+}
+
+#[test]
+fn each_block_tells_its_entries_layout() {
+    for (golden, layout) in [(GOLDEN_V1, EntryLayout::V1), (GOLDEN_V2, EntryLayout::V2)] {
+        let env = env();
+        std::fs::create_dir_all(env.tmp.path().join("log")).expect("mkdir");
+        std::fs::write(real_path(&env, 0), golden).expect("write");
+        let mut seen = Vec::new();
+        replay(&env.fs, DIR, |e, l| {
+            seen.push((e.to_vec(), l));
+            Ok(())
+        })
+        .expect("replay");
+        assert_eq!(seen, vec![(b"hello".to_vec(), layout)]);
+    }
 }
 
 #[test]
@@ -897,7 +929,7 @@ proptest::proptest! {
         data[i] ^= mask;
         std::fs::write(&path, &data).expect("write");
         let mut got = Vec::new();
-        if replay(&env.fs, DIR, |e| { got.push(e.to_vec()); Ok(()) }).is_ok() {
+        if replay(&env.fs, DIR, |e, _| { got.push(e.to_vec()); Ok(()) }).is_ok() {
             proptest::prop_assert!(got.len() < written.len(), "damage at {} went unnoticed", i);
             proptest::prop_assert_eq!(&got[..], &written[..got.len()]);
         }

@@ -6,8 +6,11 @@ use common::codec::{self, get_varint, put_varint};
 
 /// Magic bytes that start every block header.
 pub const BLOCK_MAGIC: [u8; 4] = *b"HTLB";
-/// The block format version this code writes and reads.
-pub const BLOCK_VERSION: u16 = 1;
+/// The block format version this code writes: 2, whose entries the engine lays out with
+/// timestamps and revisions as deltas (`commitlog::entry`, layout v2).
+pub const BLOCK_VERSION: u16 = 2;
+/// The oldest block version this code reads (entries of layout v1).
+pub const MIN_BLOCK_VERSION: u16 = 1;
 /// Size of the fixed block header.
 pub const BLOCK_HEADER_BYTES: usize = 40;
 /// Flag bit: the payload is one lz4 block.
@@ -20,6 +23,8 @@ pub const MAX_PAYLOAD_BYTES: usize = 1 << 30;
 /// The decoded fixed header of one block.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BlockHeader {
+    /// [`BLOCK_VERSION`] for blocks written now; it tells the layout of the entries.
+    pub version: u16,
     pub flags: u16,
     pub stored_len: u32,
     pub uncompressed_len: u32,
@@ -44,7 +49,7 @@ impl BlockHeader {
     pub fn encode(&self, out: &mut [u8]) {
         let out = &mut out[..BLOCK_HEADER_BYTES];
         out[0..4].copy_from_slice(&BLOCK_MAGIC);
-        out[4..6].copy_from_slice(&BLOCK_VERSION.to_le_bytes());
+        out[4..6].copy_from_slice(&self.version.to_le_bytes());
         out[6..8].copy_from_slice(&self.flags.to_le_bytes());
         out[8..12].copy_from_slice(&self.stored_len.to_le_bytes());
         out[12..16].copy_from_slice(&self.uncompressed_len.to_le_bytes());
@@ -69,10 +74,11 @@ impl BlockHeader {
             return Err(HeaderProblem::Checksum);
         }
         let version = u16::from_le_bytes([buf[4], buf[5]]);
-        if version != BLOCK_VERSION {
+        if !(MIN_BLOCK_VERSION..=BLOCK_VERSION).contains(&version) {
             return Err(HeaderProblem::Version(version));
         }
         let h = BlockHeader {
+            version,
             flags: u16::from_le_bytes([buf[6], buf[7]]),
             stored_len: le_u32(&buf[8..12]),
             uncompressed_len: le_u32(&buf[12..16]),
@@ -96,6 +102,15 @@ impl BlockHeader {
             ));
         }
         Ok(h)
+    }
+
+    /// How the entries of this block are laid out.
+    pub fn entry_layout(&self) -> crate::commitlog::entry::EntryLayout {
+        if self.version >= 2 {
+            crate::commitlog::entry::EntryLayout::V2
+        } else {
+            crate::commitlog::entry::EntryLayout::V1
+        }
     }
 
     /// Stored bytes of the whole block, header included.
@@ -183,6 +198,7 @@ pub fn seal<'a>(
         if n < payload_len {
             let stored = &scratch[BLOCK_HEADER_BYTES..BLOCK_HEADER_BYTES + n];
             let header = BlockHeader {
+                version: BLOCK_VERSION,
                 flags: FLAG_LZ4,
                 stored_len: n as u32,
                 uncompressed_len: payload_len as u32,
@@ -195,6 +211,7 @@ pub fn seal<'a>(
         }
     }
     let header = BlockHeader {
+        version: BLOCK_VERSION,
         flags: 0,
         stored_len: payload_len as u32,
         uncompressed_len: payload_len as u32,

@@ -6,6 +6,7 @@ use dfs_broker::{BlockingFs, BlockingReader};
 use super::block::{
     BLOCK_HEADER_BYTES, BlockHeader, EntryError, HeaderProblem, for_each_entry, le_u32, unpack,
 };
+use super::entry::EntryLayout;
 use crate::{Error, Result};
 
 /// Magic bytes that start every fragment.
@@ -120,8 +121,8 @@ impl Window {
     }
 }
 
-/// Called with each entry a replay reads.
-pub type EntryVisitor<'a> = dyn FnMut(&[u8]) -> Result<()> + 'a;
+/// Called with each entry a replay reads, and its layout (from its block's version).
+pub type EntryVisitor<'a> = dyn FnMut(&[u8], EntryLayout) -> Result<()> + 'a;
 
 /// Where a fragment's valid data may end (docs/formats/commitlog.md "Replay rules").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -298,9 +299,10 @@ pub fn scan(
             };
             let payload = unpack(&h, stored, &mut unpacked).map_err(corrupt)?;
             let entry_bytes = &mut st.entry_bytes;
+            let layout = h.entry_layout();
             let counted = |e: &[u8]| {
                 *entry_bytes += e.len() as u64;
-                visit(e)
+                visit(e, layout)
             };
             match for_each_entry(payload, h.entries, counted) {
                 Ok(()) => {}

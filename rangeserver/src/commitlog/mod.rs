@@ -25,6 +25,7 @@ use fragment::Tail;
 use writer::{Cur, Fragments, Shared, Writer};
 
 pub use block::{BLOCK_HEADER_BYTES, MAX_PAYLOAD_BYTES};
+pub use entry::EntryLayout;
 pub use plan::{LogRecord, LogTrack, Recorder};
 
 /// Tuning of a [`CommitLog`].
@@ -149,7 +150,9 @@ impl CommitLog {
             let s = match tail {
                 Tail::End(_) => fragment::scan(&fs, &path, number, tail, None)?,
                 // The one fragment that may be torn is read whole here, to know where it ends.
-                Tail::MayTear => fragment::scan(&fs, &path, number, tail, Some(&mut |_| Ok(())))?,
+                Tail::MayTear => {
+                    fragment::scan(&fs, &path, number, tail, Some(&mut |_, _| Ok(())))?
+                }
             };
             ends.push((number, s.valid_end));
             list.push(FragmentInfo {
@@ -345,7 +348,10 @@ impl CommitLog {
 
     /// Replays the fragments that existed when this log was opened (and have not been purged
     /// since), each up to the end checked at open.
-    pub fn replay_existing(&self, mut f: impl FnMut(&[u8]) -> Result<()>) -> Result<ReplayStats> {
+    pub fn replay_existing(
+        &self,
+        mut f: impl FnMut(&[u8], EntryLayout) -> Result<()>,
+    ) -> Result<ReplayStats> {
         let present: Vec<u64> = self
             .shared
             .frags
@@ -374,7 +380,7 @@ impl CommitLog {
         fs: &BlockingFs,
         dir: &str,
         track: Option<&LogTrack>,
-        mut f: impl FnMut(&[u8]) -> Result<()>,
+        mut f: impl FnMut(&[u8], EntryLayout) -> Result<()>,
     ) -> Result<ReplayStats> {
         let listed = fragment::list(fs, dir)?;
         let plan = plan::plan(dir, &listed, track)?;
@@ -425,7 +431,7 @@ impl Drop for CommitLog {
 pub fn replay(
     fs: &BlockingFs,
     dir: &str,
-    f: impl FnMut(&[u8]) -> Result<()>,
+    f: impl FnMut(&[u8], EntryLayout) -> Result<()>,
 ) -> Result<ReplayStats> {
     CommitLog::replay_dir(fs, dir, None, f)
 }

@@ -10,7 +10,7 @@ use super::catalog::range_key;
 use super::damage::damage;
 use super::{Damaged, Engine, Inner, RangeMap, TableInfo};
 use crate::cellstore::CellStore;
-use crate::commitlog::entry::decode_log_entry;
+use crate::commitlog::entry::{EntryLayout, decode_log_entry};
 use crate::error::{Error, Result};
 use crate::meta::MetaState;
 
@@ -23,9 +23,10 @@ impl Engine {
         let mut replayed = 0u64;
         let mut max_rev = i64::MIN;
         let dir = join(inner.files().root(), "log");
-        let stats = inner.files().log().replay_existing(|entry| {
+        let stats = inner.files().log().replay_existing(|entry, layout| {
             let (cells, grew) = replay_entry(
                 entry,
+                layout,
                 &dir,
                 |t| tables.get(&t).map(|t| &**t),
                 &ranges,
@@ -123,22 +124,24 @@ pub(super) fn root_holds_data(fs: &BlockingFs, root: &str) -> Result<bool> {
 /// at open and by the recovery of a dead server's ranges (`log_dir` names the log in errors).
 pub(crate) fn replay_entry<'t>(
     entry: &[u8],
+    layout: EntryLayout,
     log_dir: &str,
     table_of: impl Fn(u32) -> Option<&'t TableInfo>,
     ranges: &RangeMap,
     max_rev: &mut i64,
 ) -> Result<(u64, u64)> {
-    let (table, cells) = decode_log_entry(entry).ok_or_else(|| Error::Corrupt {
+    let decoded = decode_log_entry(entry, layout).ok_or_else(|| Error::Corrupt {
         file: log_dir.to_string(),
         offset: 0,
         msg: "commit log entry does not parse".into(),
     })?;
+    let table = decoded.table;
     let Some(t) = table_of(table) else {
         return Ok((0, 0));
     };
     let mut inserted = 0u64;
     let mut grew = 0u64;
-    for (k, v) in cells {
+    for (k, v) in decoded.cells() {
         let kr = KeyRef::new(k)?;
         let rev = kr.revision();
         *max_rev = (*max_rev).max(rev);

@@ -10,7 +10,7 @@ use common::Durability;
 use common::key::{self, CellFlag};
 
 use super::{Engine, Inner, RangeMap, TableInfo};
-use crate::commitlog::entry::{CellSpan, EntryEncoder};
+use crate::commitlog::entry::{CellSpan, EncodedEntry, EntryEncoder};
 use crate::error::{Error, Result};
 use crate::maintenance;
 use crate::range::Range;
@@ -54,7 +54,7 @@ impl Engine {
             inner
                 .files()
                 .log()
-                .append(&entry, max_rev, table.schema.durability)?;
+                .append(&entry.entry, max_rev, table.schema.durability)?;
         }
         let flush = insert_into_caches(inner, &table, &mutations, &routed, &entry, &spans);
         drop(applying);
@@ -282,7 +282,7 @@ fn encode_entry(
     table_id: u32,
     mutations: &[MutationRef<'_>],
     base: i64,
-) -> (Vec<u8>, Vec<(CellSpan, i64)>) {
+) -> (EncodedEntry, Vec<(CellSpan, i64)>) {
     let mut enc = EntryEncoder::new(
         table_id,
         mutations.len(),
@@ -341,7 +341,7 @@ fn insert_into_caches(
     table: &TableInfo,
     mutations: &[MutationRef<'_>],
     routed: &[Arc<Range>],
-    entry: &[u8],
+    entry: &EncodedEntry,
     spans: &[(CellSpan, i64)],
 ) -> Vec<(Arc<Range>, usize)> {
     let mut batches: HashMap<(u64, usize), (Arc<Range>, Vec<usize>)> = HashMap::new();
