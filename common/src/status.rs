@@ -36,4 +36,8 @@ pub struct EngineStats {
     pub block_cache_misses: u64,
     /// Seeks scans made into the ranges held now ([`RangeInfo::seeks`], summed).
     pub seeks: u64,
+    /// Writes that waited for the cell caches to shrink below their limit (minor compactions
+    /// not keeping up), and the milliseconds they waited together.
+    pub memory_waits: u64,
+    pub memory_wait_ms: u64,
 }

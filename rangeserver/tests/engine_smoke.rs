@@ -916,3 +916,34 @@ fn unsplit_tables_stay_one_range() {
     assert_eq!(e.ranges(1).len(), 1);
     assert_eq!(rows(&e).len(), 2000);
 }
+
+/// Writes that find the cell caches over their limit wait for minor compactions, and the engine
+/// counts those waits and their time; under the limit nothing is counted.
+#[test]
+fn writes_waiting_for_cache_memory_are_counted() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for (limit, expect_waits) in [(64 << 10, true), (256 << 20, false)] {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = Arc::new(LocalFs::new(dir.path()).unwrap());
+        let opts = EngineOptions {
+            cell_cache_limit_bytes: limit,
+            cell_cache_flush_bytes: limit / 2,
+            ..EngineOptions::default()
+        };
+        let e = Engine::open(fs, "/ht", opts, rt.handle().clone()).unwrap();
+        e.create_table(schema()).unwrap();
+        for part in 0..20 {
+            let muts: Vec<Mutation> = (part * 100..(part + 1) * 100)
+                .map(|i| Mutation::insert(format!("row{i:05}"), 1, "", "v".repeat(200)))
+                .collect();
+            e.apply(1, &muts).unwrap();
+        }
+        let s = e.stats();
+        if expect_waits {
+            assert!(s.memory_waits > 0, "{s:?}");
+        } else {
+            assert_eq!((s.memory_waits, s.memory_wait_ms), (0, 0), "{s:?}");
+        }
+        assert_eq!(rows(&e).len(), 2000);
+    }
+}

@@ -487,6 +487,12 @@ pub struct StatusReply {
     /// Seeks scans made into the ranges the server holds (`RangeInfo::seeks`, summed).
     #[prost(uint64, tag = "13")]
     pub seeks: u64,
+    /// Times a write waited for the cell caches to shrink below their limit, and the
+    /// milliseconds those waits took together.
+    #[prost(uint64, tag = "14")]
+    pub memory_waits: u64,
+    #[prost(uint64, tag = "15")]
+    pub memory_wait_ms: u64,
 }
 
 /// `None` for an empty row: the wire's spelling of an unbounded end.
@@ -555,6 +561,8 @@ impl From<&EngineStats> for StatusReply {
             block_cache_misses: s.block_cache_misses,
             kinds: Vec::new(),
             seeks: s.seeks,
+            memory_waits: s.memory_waits,
+            memory_wait_ms: s.memory_wait_ms,
         }
     }
 }
@@ -575,6 +583,8 @@ impl From<StatusReply> for EngineStats {
             block_cache_hits: s.block_cache_hits,
             block_cache_misses: s.block_cache_misses,
             seeks: s.seeks,
+            memory_waits: s.memory_waits,
+            memory_wait_ms: s.memory_wait_ms,
         }
     }
 }

@@ -32,6 +32,9 @@ pub(crate) struct Counters {
     purged: AtomicU64,
     /// Seeks into every range this engine held (`Range::engine_seeks`).
     seeks: Arc<AtomicU64>,
+    /// Writes that waited for cache memory, and the nanoseconds they waited.
+    memory_waits: AtomicU64,
+    memory_wait_ns: AtomicU64,
 }
 
 impl Counters {
@@ -75,6 +78,21 @@ impl Counters {
 
     pub(crate) fn replayed(&self) -> u64 {
         self.replayed.load(Ordering::Relaxed)
+    }
+
+    /// Counts one write that waited `waited` for cache memory.
+    pub(crate) fn count_memory_wait(&self, waited: std::time::Duration) {
+        self.memory_waits.fetch_add(1, Ordering::Relaxed);
+        let ns = u64::try_from(waited.as_nanos()).unwrap_or(u64::MAX);
+        self.memory_wait_ns.fetch_add(ns, Ordering::Relaxed);
+    }
+
+    /// Writes that waited for cache memory since open, and the milliseconds they waited.
+    pub(crate) fn memory_waits(&self) -> (u64, u64) {
+        (
+            self.memory_waits.load(Ordering::Relaxed),
+            self.memory_wait_ns.load(Ordering::Relaxed) / 1_000_000,
+        )
     }
 
     pub(crate) fn add_purged(&self, fragments: u64) {

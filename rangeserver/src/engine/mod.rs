@@ -445,6 +445,8 @@ impl Engine {
             block_cache_hits: inner.files().block_cache().hits(),
             block_cache_misses: inner.files().block_cache().misses(),
             seeks: c.seeks(),
+            memory_waits: c.memory_waits().0,
+            memory_wait_ms: c.memory_waits().1,
         }
     }
 

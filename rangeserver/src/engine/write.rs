@@ -88,10 +88,15 @@ impl Engine {
     pub(super) fn wait_for_memory(&self) {
         let inner = &self.inner;
         let limit = inner.opts().cell_cache_limit_bytes;
+        if inner.memory().bytes() <= limit {
+            return;
+        }
+        let started = std::time::Instant::now();
         while inner.memory().bytes() > limit && !inner.is_closed() {
             self.schedule_flushes_if_needed();
             inner.memory().wait_for_release(Duration::from_millis(50));
         }
+        inner.counters().count_memory_wait(started.elapsed());
     }
 
     /// Queues minor compactions of the biggest caches while caches use more than half the limit

@@ -354,14 +354,16 @@ fn run_one(
     let s = client.engine().stats();
     eprintln!(
         "{backend} flush {}: {} minor, {} merging, {} major compactions, {} splits; {} stores \
-         in {} ranges at the end of the load",
+         in {} ranges at the end of the load; {} writes waited {:.1} s for cache memory",
         if flush { "on" } else { "off" },
         s.minor_compactions,
         s.merging_compactions,
         s.major_compactions,
         s.splits,
         s.stores,
-        s.ranges
+        s.ranges,
+        s.memory_waits,
+        s.memory_wait_ms as f64 / 1000.0
     );
     client.close()?;
     drop(client);
