@@ -286,4 +286,28 @@ mod tests {
         block[10] ^= 1;
         assert_eq!(BlockHeader::decode(&block), Err(HeaderProblem::Checksum));
     }
+
+    /// Versions 1 and 2 decode, each naming its entries' layout; any other version, with a
+    /// good checksum, is refused as unsupported rather than read as damage.
+    #[test]
+    fn block_versions_name_the_entry_layout_and_others_are_refused() {
+        use crate::commitlog::entry::EntryLayout;
+        let mut buf = vec![0u8; BLOCK_HEADER_BYTES];
+        put_entry(&mut buf, b"x");
+        let mut scratch = Vec::new();
+        let block = seal(&mut buf, &mut scratch, false, 1, 1).to_vec();
+        let mut h = BlockHeader::decode(&block).expect("valid header");
+        assert_eq!((h.version, h.entry_layout()), (2, EntryLayout::V2));
+        for (version, want) in [
+            (1, Ok(EntryLayout::V1)),
+            (2, Ok(EntryLayout::V2)),
+            (0, Err(HeaderProblem::Version(0))),
+            (3, Err(HeaderProblem::Version(3))),
+        ] {
+            h.version = version;
+            let mut b = block.clone();
+            h.encode(&mut b);
+            assert_eq!(BlockHeader::decode(&b).map(|h| h.entry_layout()), want);
+        }
+    }
 }
