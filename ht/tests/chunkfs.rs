@@ -130,6 +130,9 @@ async fn kill_9_a_chunk_server_while_writing_keeps_every_synced_byte_and_re_repl
         let (seed, pos) = rx.recv().await.expect("writers report");
         synced[seed as usize] = pos;
     }
+    // No more reports are read: without the receiver the writers' sends fail at once instead
+    // of waiting forever once the channel is full (CI hung here after 1,024 of them).
+    drop(rx);
     dfs.kill_chunk_server(1);
     let killed = dfs.chunk_addr(1).to_string();
     // Every byte synced before the kill is readable now, while the writers go on.
