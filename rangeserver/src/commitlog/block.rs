@@ -4,6 +4,8 @@
 
 use common::codec::{self, get_varint, put_varint};
 
+use super::entry::EntryLayout;
+
 /// Magic bytes that start every block header.
 pub const BLOCK_MAGIC: [u8; 4] = *b"HTLB";
 /// The block format version this code writes: 2, whose entries the engine lays out with
@@ -105,11 +107,11 @@ impl BlockHeader {
     }
 
     /// How the entries of this block are laid out.
-    pub fn entry_layout(&self) -> crate::commitlog::entry::EntryLayout {
+    pub fn entry_layout(&self) -> EntryLayout {
         if self.version >= 2 {
-            crate::commitlog::entry::EntryLayout::V2
+            EntryLayout::V2
         } else {
-            crate::commitlog::entry::EntryLayout::V1
+            EntryLayout::V1
         }
     }
 
@@ -291,7 +293,6 @@ mod tests {
     /// good checksum, is refused as unsupported rather than read as damage.
     #[test]
     fn block_versions_name_the_entry_layout_and_others_are_refused() {
-        use crate::commitlog::entry::EntryLayout;
         let mut buf = vec![0u8; BLOCK_HEADER_BYTES];
         put_entry(&mut buf, b"x");
         let mut scratch = Vec::new();

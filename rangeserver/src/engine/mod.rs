@@ -424,6 +424,7 @@ impl Engine {
         let inner = &self.inner;
         let ranges = inner.catalog().ranges();
         let c = inner.counters();
+        let (memory_waits, memory_wait_ms) = c.memory_waits();
         EngineStats {
             cache_bytes: inner.memory().bytes(),
             ranges: ranges.len(),
@@ -445,8 +446,8 @@ impl Engine {
             block_cache_hits: inner.files().block_cache().hits(),
             block_cache_misses: inner.files().block_cache().misses(),
             seeks: c.seeks(),
-            memory_waits: c.memory_waits().0,
-            memory_wait_ms: c.memory_waits().1,
+            memory_waits,
+            memory_wait_ms,
         }
     }
 
