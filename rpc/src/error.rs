@@ -91,9 +91,10 @@ impl RpcError {
             Self::Frame { source, .. } => match source {
                 FrameError::TooLarge { .. } => ErrorKind::InvalidInput,
                 FrameError::Decode(_) | FrameError::Truncated { .. } => ErrorKind::Corruption,
-                FrameError::Read(_) | FrameError::Write(_) | FrameError::Closed(_) => {
-                    ErrorKind::Unavailable
-                }
+                FrameError::Read(_)
+                | FrameError::Write(_)
+                | FrameError::Closed(_)
+                | FrameError::Io(_) => ErrorKind::Unavailable,
             },
             // Not Unavailable: the credentials or the address must be fixed first.
             Self::Refused { .. } | Self::Tls(_) | Self::Endpoint { .. } => ErrorKind::Internal,
@@ -157,6 +158,11 @@ pub fn tls_refusal(e: &quinn::ConnectionError) -> Option<String> {
         return None;
     }
     let alert = (code & 0xff) as u8;
+    refusal(ours, alert, &reason)
+}
+
+/// The refusal a permanent TLS alert means, raised by this node (`ours`) or by the server.
+fn refusal(ours: bool, alert: u8, reason: &str) -> Option<String> {
     let name = permanent_alert(alert)?;
     // Every ht CA has the same name, so a certificate of another cluster's CA fails on its
     // signature (decrypt_error) rather than as an unknown issuer (unknown_ca).
@@ -182,6 +188,23 @@ pub fn tls_refusal(e: &quinn::ConnectionError) -> Option<String> {
     } else {
         format!("{cause}: TLS alert {alert} ({name}): {reason}")
     })
+}
+
+/// Why a TCP connection (`tcp.rs`) was refused for good, if `e` is such a refusal: the
+/// server's certificate failed this node's checks, or the server sent a permanent alert (in
+/// TLS 1.3 a client learns that its own certificate was refused only on its first read).
+pub fn tcp_tls_refusal(e: &std::io::Error) -> Option<String> {
+    use rustls::CertificateError;
+    let tls = e.get_ref()?.downcast_ref::<rustls::Error>()?;
+    match tls {
+        rustls::Error::AlertReceived(alert) => refusal(false, u8::from(*alert), ""),
+        rustls::Error::InvalidCertificate(
+            CertificateError::UnknownIssuer | CertificateError::BadSignature,
+        ) => refusal(true, 48, &tls.to_string()),
+        rustls::Error::InvalidCertificate(_) => refusal(true, 42, &tls.to_string()),
+        rustls::Error::NoApplicationProtocol => refusal(true, 120, ""),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! Wire framing: length-prefixed prost envelopes on one QUIC bidirectional stream per call.
+//! Wire framing: length-prefixed prost envelopes, on one QUIC bidirectional stream per call or,
+//! over TCP (`tcp.rs`), one call after another on a connection.
 //!
 //! A frame is a little-endian `u32` byte length followed by that many bytes of a prost message.
 //! The client writes one [`RequestEnvelope`] and finishes its side; the server answers with one
@@ -102,6 +103,9 @@ pub enum FrameError {
     Write(#[from] quinn::WriteError),
     #[error("stream closed: {0}")]
     Closed(#[from] quinn::ClosedStream),
+    /// A TCP connection failed (`tcp.rs`).
+    #[error("connection: {0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// Encodes `msg` as one frame, refusing it if it exceeds `limit` bytes.
@@ -186,6 +190,44 @@ pub async fn read_frame<M: Message + Default>(
             return Err(FrameError::Truncated { got, want: len });
         }
         Err(quinn::ReadExactError::ReadError(e)) => return Err(e.into()),
+    }
+    Ok(Some(M::decode(body.freeze())?))
+}
+
+/// Reads one frame from a byte stream (a TCP connection); `Ok(None)` if the stream ended
+/// cleanly before a new frame began.
+pub async fn read_frame_from<M, R>(read: &mut R, limit: usize) -> Result<Option<M>, FrameError>
+where
+    M: Message + Default,
+    R: tokio::io::AsyncRead + Unpin,
+{
+    use tokio::io::AsyncReadExt;
+    let mut prefix = [0u8; LENGTH_PREFIX_BYTES];
+    let mut got = 0;
+    while got < LENGTH_PREFIX_BYTES {
+        match read.read(&mut prefix[got..]).await? {
+            0 if got == 0 => return Ok(None),
+            0 => {
+                return Err(FrameError::Truncated {
+                    got,
+                    want: LENGTH_PREFIX_BYTES,
+                });
+            }
+            n => got += n,
+        }
+    }
+    let len = u32::from_le_bytes(prefix) as usize;
+    if len > limit {
+        return Err(FrameError::TooLarge { len, limit });
+    }
+    // Bounded by `limit` above, so this allocation is too.
+    let mut body = BytesMut::zeroed(len);
+    let mut got = 0;
+    while got < len {
+        match read.read(&mut body[got..]).await? {
+            0 => return Err(FrameError::Truncated { got, want: len }),
+            n => got += n,
+        }
     }
     Ok(Some(M::decode(body.freeze())?))
 }

@@ -1,5 +1,5 @@
 //! ht's network layer: QUIC endpoints with cluster mutual TLS, framed prost messages, calls with
-//! deadlines, server-push streams and retries.
+//! deadlines, server-push streams and retries; unary calls also over TCP + TLS for bulk data.
 //!
 //! Every other crate talks to other processes through this one; only this crate knows how
 //! messages are framed on the wire.
@@ -11,6 +11,7 @@ mod ports;
 pub mod retry;
 pub mod server;
 mod socket;
+pub mod tcp;
 pub mod tls;
 
 /// The payload type of calls and streams, for services written outside this crate.
@@ -21,4 +22,5 @@ pub use ports::free_loopback_addr;
 pub use retry::{Backoff, RetryPolicy, retry, retry_seeded};
 pub use server::{PeerInfo, STALLED_READER, Server, ServerOptions, Service, StreamSink};
 pub use socket::DEFAULT_SOCKET_BUFFER_BYTES;
+pub use tcp::{TcpClient, TcpClientOptions};
 pub use tls::{ClusterCredentials, TlsError};

@@ -1,4 +1,5 @@
-//! The server side: a quinn endpoint that serves one [`Service`] over mutual TLS.
+//! The server side: a quinn endpoint that serves one [`Service`] over mutual TLS (and, with
+//! [`ServerOptions::tcp`], the same service's unary calls over TCP + TLS: `tcp.rs`).
 //!
 //! Each call is one bidirectional stream. The connection's bound on concurrent streams
 //! (`max_concurrent_bidi_streams`) bounds the calls in flight from one peer; a peer past it waits
@@ -132,6 +133,11 @@ pub struct ServerOptions {
     /// Kernel buffer of the endpoint's UDP socket, each direction (`socket.rs`); 0 keeps
     /// the system's default.
     pub socket_buffer_bytes: usize,
+    /// Also serve unary calls over TCP + TLS on the same port (`tcp.rs`): for servers that
+    /// move bulk data (chunk servers).
+    pub tcp: bool,
+    /// TCP connections served at once; more wait in the listen backlog.
+    pub max_tcp_connections: usize,
 }
 
 impl Default for ServerOptions {
@@ -141,6 +147,8 @@ impl Default for ServerOptions {
             max_concurrent_streams_per_connection: 256,
             idle_timeout: Duration::from_secs(30),
             socket_buffer_bytes: crate::socket::DEFAULT_SOCKET_BUFFER_BYTES,
+            tcp: false,
+            max_tcp_connections: 1024,
         }
     }
 }
@@ -175,16 +183,29 @@ impl Server {
             options.max_concurrent_streams_per_connection,
             options.idle_timeout,
         )?;
-        let endpoint = crate::socket::endpoint(addr, Some(config), options.socket_buffer_bytes)
-            .map_err(|source| RpcError::Endpoint { addr, source })?;
-        let local_addr = endpoint
-            .local_addr()
-            .map_err(|source| RpcError::Endpoint { addr, source })?;
+        let (endpoint, local_addr, listener) = bind_endpoints(addr, config, &options)?;
         let (shutdown, shutdown_rx) = watch::channel(false);
         let (task_token, tasks_done) = mpsc::channel(1);
+        let service = Arc::new(service);
+        if let Some(listener) = listener {
+            let limits = crate::tcp::TcpServerLimits {
+                addr: local_addr,
+                max_message_bytes: options.max_message_bytes,
+                idle_timeout: options.idle_timeout,
+                max_connections: options.max_tcp_connections,
+            };
+            crate::tcp::serve(
+                listener,
+                credentials,
+                service.clone(),
+                limits,
+                shutdown_rx.clone(),
+                task_token.clone(),
+            )?;
+        }
         tokio::spawn(accept_loop(
             endpoint.clone(),
-            Arc::new(service),
+            service,
             Arc::new(options),
             shutdown_rx,
             task_token,
@@ -215,6 +236,43 @@ impl Server {
         self.endpoint.close(0u32.into(), b"shutdown");
         let _ = tokio::time::timeout(grace, self.endpoint.wait_idle()).await;
     }
+}
+
+/// Binds the QUIC endpoint and, with `options.tcp`, the TCP listener on the same port. When
+/// `addr` asks for any port, a port whose TCP side is taken is given back and another tried.
+fn bind_endpoints(
+    addr: SocketAddr,
+    config: quinn::ServerConfig,
+    options: &ServerOptions,
+) -> Result<(quinn::Endpoint, SocketAddr, Option<std::net::TcpListener>), RpcError> {
+    let tries = if options.tcp && addr.port() == 0 {
+        32
+    } else {
+        1
+    };
+    let mut last = None;
+    for _ in 0..tries {
+        let endpoint =
+            crate::socket::endpoint(addr, Some(config.clone()), options.socket_buffer_bytes)
+                .map_err(|source| RpcError::Endpoint { addr, source })?;
+        let local_addr = endpoint
+            .local_addr()
+            .map_err(|source| RpcError::Endpoint { addr, source })?;
+        if !options.tcp {
+            return Ok((endpoint, local_addr, None));
+        }
+        match crate::tcp::listen(local_addr, 1024) {
+            Ok(listener) => return Ok((endpoint, local_addr, Some(listener))),
+            Err(source) => {
+                endpoint.close(0u32.into(), b"port taken");
+                last = Some(RpcError::Endpoint {
+                    addr: local_addr,
+                    source,
+                });
+            }
+        }
+    }
+    Err(last.expect("at least one try"))
 }
 
 async fn accept_loop<S: Service>(

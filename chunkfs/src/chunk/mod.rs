@@ -75,7 +75,9 @@ impl ChunkServerOptions {
     }
 }
 
-/// Connections to other servers by address, bounded.
+/// Connections to other servers by address, bounded: QUIC to the metadata server, TCP + TLS
+/// to chunk servers (`rpc::tcp`: every replicated byte crosses these, and TCP costs a third of
+/// QUIC's CPU per byte).
 pub(crate) struct Peers {
     credentials: ClusterCredentials,
     max: usize,
@@ -83,6 +85,7 @@ pub(crate) struct Peers {
     /// peer is noticed.
     idle_timeout: Duration,
     clients: tokio::sync::Mutex<HashMap<String, Arc<rpc::Client>>>,
+    chunk_servers: tokio::sync::Mutex<HashMap<String, Arc<rpc::TcpClient>>>,
     /// Servers whose last connection attempt failed, and when.
     unreachable: Mutex<HashMap<String, std::time::Instant>>,
     clock: Arc<dyn Clock>,
@@ -100,35 +103,24 @@ impl Peers {
             max: max.max(1),
             idle_timeout,
             clients: tokio::sync::Mutex::new(HashMap::new()),
+            chunk_servers: tokio::sync::Mutex::new(HashMap::new()),
             unreachable: Mutex::new(HashMap::new()),
             clock,
         }
     }
 
-    /// A client for `addr`, presenting `server_name`. A server that could not be reached is
-    /// not tried again for `idle_timeout / 3`: callers fail over at once meanwhile.
+    /// A QUIC client for `addr`, presenting `server_name` (the metadata server). A server that
+    /// could not be reached is not tried again for `idle_timeout / 3`: callers fail over at
+    /// once meanwhile.
     pub(crate) async fn get(
         &self,
         addr: &str,
         server_name: &str,
     ) -> Result<Arc<rpc::Client>, String> {
-        {
-            let clients = self.clients.lock().await;
-            if let Some(c) = clients.get(addr) {
-                return Ok(c.clone());
-            }
+        if let Some(c) = self.clients.lock().await.get(addr) {
+            return Ok(c.clone());
         }
-        if let Some(at) = self.unreachable.lock().get(addr)
-            && self.clock.now().saturating_duration_since(*at) < self.idle_timeout / 3
-        {
-            return Err(format!(
-                "{addr} was unreachable {}ms ago",
-                self.clock.now().saturating_duration_since(*at).as_millis()
-            ));
-        }
-        let sock: SocketAddr = addr
-            .parse()
-            .map_err(|e| format!("bad server address {addr:?}: {e}"))?;
+        let sock = self.reachable(addr)?;
         let options = rpc::ClientOptions {
             connect_timeout: Duration::from_secs(3),
             idle_timeout: self.idle_timeout,
@@ -139,35 +131,87 @@ impl Peers {
             .client_config(options.idle_timeout)
             .map_err(|e| e.to_string())?;
         // Connecting happens outside the lock: one dead server must not hold up the others.
-        let client = match rpc::Client::connect_with(sock, server_name, config, options).await {
-            Ok(c) => Arc::new(c),
-            Err(e) => {
-                let mut unreachable = self.unreachable.lock();
-                if unreachable.len() >= self.max {
-                    unreachable.clear();
-                }
-                unreachable.insert(addr.to_string(), self.clock.now());
-                return Err(e.to_string());
-            }
-        };
+        let client = rpc::Client::connect_with(sock, server_name, config, options)
+            .await
+            .map_err(|e| self.failed(addr, e))?;
         self.unreachable.lock().remove(addr);
-        let mut clients = self.clients.lock().await;
-        if let Some(c) = clients.get(addr) {
+        Ok(insert(
+            &mut *self.clients.lock().await,
+            self.max,
+            addr,
+            client,
+        ))
+    }
+
+    /// A client for the chunk server at `addr`, over TCP; the same back-off as [`Peers::get`].
+    pub(crate) async fn chunk_server(&self, addr: &str) -> Result<Arc<rpc::TcpClient>, String> {
+        if let Some(c) = self.chunk_servers.lock().await.get(addr) {
             return Ok(c.clone());
         }
-        if clients.len() >= self.max
-            && let Some(k) = clients.keys().next().cloned()
+        let sock = self.reachable(addr)?;
+        let options = rpc::TcpClientOptions {
+            connect_timeout: Duration::from_secs(3),
+            ..Default::default()
+        };
+        let client = rpc::TcpClient::connect(sock, CHUNK_SERVER_NAME, &self.credentials, options)
+            .await
+            .map_err(|e| self.failed(addr, e))?;
+        self.unreachable.lock().remove(addr);
+        Ok(insert(
+            &mut *self.chunk_servers.lock().await,
+            self.max,
+            addr,
+            client,
+        ))
+    }
+
+    /// `addr` parsed, unless its last connection attempt failed within `idle_timeout / 3`.
+    fn reachable(&self, addr: &str) -> Result<SocketAddr, String> {
+        if let Some(at) = self.unreachable.lock().get(addr)
+            && self.clock.now().saturating_duration_since(*at) < self.idle_timeout / 3
         {
-            clients.remove(&k);
+            return Err(format!(
+                "{addr} was unreachable {}ms ago",
+                self.clock.now().saturating_duration_since(*at).as_millis()
+            ));
         }
-        clients.insert(addr.to_string(), client.clone());
-        Ok(client)
+        let sock = addr
+            .parse()
+            .map_err(|e| format!("bad server address {addr:?}: {e}"))?;
+        Ok(sock)
+    }
+
+    /// Notes a failed connection attempt to `addr`.
+    fn failed(&self, addr: &str, e: RpcError) -> String {
+        let mut unreachable = self.unreachable.lock();
+        if unreachable.len() >= self.max {
+            unreachable.clear();
+        }
+        unreachable.insert(addr.to_string(), self.clock.now());
+        e.to_string()
     }
 
     /// Forgets a connection that failed, so the next call sets up a new one.
     pub(crate) async fn forget(&self, addr: &str) {
         self.clients.lock().await.remove(addr);
+        self.chunk_servers.lock().await.remove(addr);
     }
+}
+
+/// Adds `client` for `addr` (unless another task got there first: that one is kept), evicting
+/// one entry when `max` are held; returns the client now held.
+fn insert<C>(map: &mut HashMap<String, Arc<C>>, max: usize, addr: &str, client: C) -> Arc<C> {
+    if let Some(c) = map.get(addr) {
+        return c.clone();
+    }
+    if map.len() >= max
+        && let Some(k) = map.keys().next().cloned()
+    {
+        map.remove(&k);
+    }
+    let client = Arc::new(client);
+    map.insert(addr.to_string(), client.clone());
+    client
 }
 
 struct Shared {
@@ -207,11 +251,15 @@ impl ChunkServer {
         );
         // The identity must be known before binding when port 0 is asked for: bind first.
         let holder: Arc<Mutex<Option<Arc<Shared>>>> = Arc::new(Mutex::new(None));
-        let server = rpc::Server::bind(
+        let server = rpc::Server::bind_with(
             listen,
             credentials,
             ChunkService {
                 shared: holder.clone(),
+            },
+            rpc::ServerOptions {
+                tcp: true,
+                ..Default::default()
             },
         )
         .map_err(|e| e.to_string())?;
@@ -380,7 +428,7 @@ async fn write(shared: &Arc<Shared>, req: WriteRequest) -> WriteReply {
         };
         let client = shared
             .peers
-            .get(next, CHUNK_SERVER_NAME)
+            .chunk_server(next)
             .await
             .map_err(|e| format!("pipeline to {next}: {e}"))?;
         let reply: Result<WriteReply, RpcError> = client
@@ -494,7 +542,7 @@ async fn replicate(shared: &Arc<Shared>, req: &ReplicateRequest) -> Result<(), S
         .acquire()
         .await
         .map_err(|e| e.to_string())?;
-    let client = shared.peers.get(&req.target, CHUNK_SERVER_NAME).await?;
+    let client = shared.peers.chunk_server(&req.target).await?;
     let piece = (4u64 << 20).min(shared.options.max_read_bytes);
     let mut off = 0u64;
     loop {
@@ -552,7 +600,7 @@ async fn read_remote(
 ) -> Result<Vec<u8>, String> {
     let mut last = String::from("no server known");
     for s in &chunk.servers {
-        let client = match shared.peers.get(s, CHUNK_SERVER_NAME).await {
+        let client = match shared.peers.chunk_server(s).await {
             Ok(c) => c,
             Err(e) => {
                 last = e;

@@ -6,12 +6,11 @@ use std::sync::Arc;
 use rpc::RpcError;
 
 use super::Inner;
-use crate::CHUNK_SERVER_NAME;
 use crate::messages::*;
 
 impl Inner {
-    async fn chunk_client(&self, server: &str) -> Result<Arc<rpc::Client>, String> {
-        self.peers.get(server, CHUNK_SERVER_NAME).await
+    async fn chunk_client(&self, server: &str) -> Result<Arc<rpc::TcpClient>, String> {
+        self.peers.chunk_server(server).await
     }
 
     /// One write to one server (with the rest of the pipeline in `req.forward`).

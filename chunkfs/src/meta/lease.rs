@@ -8,7 +8,7 @@ use tracing::warn;
 use super::Shared;
 use super::namespace::Op;
 use crate::messages::*;
-use crate::{CHUNK_SERVER_NAME, rs};
+use crate::rs;
 
 /// Open files whose writer has been silent past the lease timeout (marked as recovering).
 pub(super) fn expired_leases(shared: &Shared) -> Vec<u64> {
@@ -55,7 +55,7 @@ pub(super) async fn recover_lease(shared: &Shared, file_id: u64) {
             };
             let mut kept = Vec::new();
             for server in holders {
-                let ok = match shared.peers.get(server, CHUNK_SERVER_NAME).await {
+                let ok = match shared.peers.chunk_server(server).await {
                     Ok(c) => matches!(
                         c.call_message::<_, WriteReply>(
                             method::CHUNK_FINALIZE,

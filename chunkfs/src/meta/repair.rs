@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use super::Shared;
 use super::lease::{expired_leases, recover_lease};
 use crate::messages::*;
-use crate::{CHUNK_SERVER_NAME, Layout, rs};
+use crate::{Layout, rs};
 
 pub(super) async fn tick_loop(shared: Arc<Shared>) {
     let period = Duration::from_millis(shared.options.tick_ms.max(10));
@@ -62,7 +62,7 @@ async fn repair(shared: &Shared, chunk: u64, target: &str, job: Repair) -> Resul
             req.encode_to_vec(),
         ),
     };
-    let client = shared.peers.get(&server, CHUNK_SERVER_NAME).await?;
+    let client = shared.peers.chunk_server(&server).await?;
     let reply = match client
         .call(method, payload.into(), shared.options.call_timeout)
         .await
