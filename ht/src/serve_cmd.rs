@@ -343,6 +343,10 @@ mod chunkfs_serve {
         /// Every chunk's checksums are verified this often (0: never).
         #[arg(long, default_value_t = 300_000)]
         scan_interval_ms: u64,
+        /// Written data is dropped from the page cache this many bytes behind the writes, as
+        /// HDFS's drop-behind does (0: keep it cached).
+        #[arg(long, default_value_t = 8 << 20)]
+        drop_behind_bytes: u64,
     }
 
     fn parse_rs(s: &str) -> anyhow::Result<(u32, u32)> {
@@ -432,6 +436,7 @@ mod chunkfs_serve {
         options.heartbeat_ms = args.heartbeat_ms.max(10);
         options.scan_interval_ms = args.scan_interval_ms;
         options.block_report_ms = args.block_report_ms;
+        options.drop_behind_bytes = args.drop_behind_bytes;
         let rt = tokio::runtime::Runtime::new()?;
         rt.block_on(async move {
             let server = ChunkServer::start(args.listen, &credentials, options)

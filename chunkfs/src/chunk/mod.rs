@@ -6,6 +6,7 @@
 //! lost, so they do not stay on disk for ever), and every replica whose checksum fails (found
 //! by a read or by the background scanner), so that the metadata server repairs it.
 
+mod drop_behind;
 pub mod store;
 
 use std::collections::HashMap;
@@ -43,6 +44,9 @@ pub struct ChunkServerOptions {
     pub scan_interval_ms: u64,
     /// Largest chunk; writes past it are refused.
     pub max_chunk_bytes: u64,
+    /// What a chunk server writes is dropped from the page cache this far behind the writes
+    /// (HDFS's drop-behind with its 8 MiB lag; `drop_behind.rs`); 0 keeps it cached.
+    pub drop_behind_bytes: u64,
     /// Largest read answered in one message.
     pub max_read_bytes: u64,
     /// Copies to other servers running at once.
@@ -65,6 +69,7 @@ impl ChunkServerOptions {
             block_report_ms: 60_000,
             scan_interval_ms: 300_000,
             max_chunk_bytes: 1 << 30,
+            drop_behind_bytes: 8 << 20,
             max_read_bytes: 16 << 20,
             max_concurrent_replications: 4,
             max_peer_connections: 256,
@@ -237,11 +242,13 @@ impl ChunkServer {
         options: ChunkServerOptions,
     ) -> Result<Self, String> {
         let dir = options.data_dir.join("chunks");
-        let max = options.max_chunk_bytes;
-        let store = tokio::task::spawn_blocking(move || ChunkStore::open(&dir, max))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.message)?;
+        let (max, behind) = (options.max_chunk_bytes, options.drop_behind_bytes);
+        let store = tokio::task::spawn_blocking(move || {
+            ChunkStore::open(&dir, max).map(|s| s.with_drop_behind(behind))
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| e.message)?;
         let replications = Semaphore::new(options.max_concurrent_replications.max(1));
         let peers = Peers::new(
             credentials.clone(),

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
+use super::drop_behind::DropBehind;
 use crate::PIECE_BYTES;
 use crate::messages::{ChunkError, chunk_code};
 
@@ -60,6 +61,8 @@ struct ChunkState {
     /// The data and checksum files, kept open while the chunk is being written (until it is
     /// finalized), at most [`MAX_OPEN_CHUNKS`] chunks at once.
     handles: Option<(File, File)>,
+    /// What of the data was handed to write-back and dropped from the page cache.
+    behind: DropBehind,
 }
 
 /// Chunks whose files are kept open between writes.
@@ -70,6 +73,8 @@ pub const MAX_OPEN_CHUNKS: usize = 1024;
 pub struct ChunkStore {
     dir: PathBuf,
     max_chunk_bytes: u64,
+    /// Drop-behind lag (`drop_behind.rs`); 0 keeps written data in the page cache.
+    drop_behind_bytes: u64,
     chunks: Mutex<HashMap<u64, Arc<Mutex<ChunkState>>>>,
     /// Chunks holding open handles.
     open_handles: std::sync::atomic::AtomicUsize,
@@ -92,6 +97,13 @@ fn header(chunk_id: u64) -> [u8; SUM_HEADER_BYTES as usize] {
 }
 
 impl ChunkStore {
+    /// Drops what is written from the page cache `bytes` behind the writes (`drop_behind.rs`;
+    /// 0: keep it cached).
+    pub fn with_drop_behind(mut self, bytes: u64) -> Self {
+        self.drop_behind_bytes = bytes;
+        self
+    }
+
     /// Opens (creating) the store in `dir`, loading every chunk found there. A chunk whose last
     /// piece does not match its checksum but has a prefix that does (a crash between the data
     /// and the checksum write of an append) is cut back to that prefix; with no such prefix
@@ -101,6 +113,7 @@ impl ChunkStore {
         let store = Self {
             dir: dir.to_path_buf(),
             max_chunk_bytes,
+            drop_behind_bytes: 0,
             chunks: Mutex::new(HashMap::new()),
             open_handles: std::sync::atomic::AtomicUsize::new(0),
         };
@@ -233,6 +246,7 @@ impl ChunkStore {
             crcs,
             deleted: false,
             handles: None,
+            behind: DropBehind::default(),
         })
     }
 
@@ -308,6 +322,7 @@ impl ChunkStore {
                 crcs: Vec::new(),
                 deleted: false,
                 handles: None,
+                behind: DropBehind::default(),
             }));
             let old = self.chunks.lock().insert(id, state.clone());
             if let Some(old) = old {
@@ -425,11 +440,16 @@ impl ChunkStore {
                 .map_err(|e| StoreError::io("write", &sum_path, e))?;
             st.len = new_len;
         }
+        let lag = self.drop_behind_bytes;
         if sync {
             f.sync_data()
                 .map_err(|e| StoreError::io("sync", &data_path, e))?;
             s.sync_data()
                 .map_err(|e| StoreError::io("sync", &sum_path, e))?;
+            let len = st.len;
+            st.behind.after_sync(&f, len, lag);
+        } else {
+            st.behind.after_write(&f, end, lag);
         }
         let len = st.len;
         self.keep_handles(&mut st, (f, s));
@@ -561,11 +581,14 @@ impl ChunkStore {
             s.set_len(SUM_HEADER_BYTES + 4 * pieces as u64)
                 .map_err(|e| StoreError::io("truncate", &sum_path, e))?;
             st.len = length;
+            st.behind.truncated(length);
         }
         f.sync_data()
             .map_err(|e| StoreError::io("sync", &data_path, e))?;
         s.sync_data()
             .map_err(|e| StoreError::io("sync", &sum_path, e))?;
+        let len = st.len;
+        st.behind.after_sync(&f, len, self.drop_behind_bytes);
         Ok(st.len)
     }
 
@@ -584,6 +607,71 @@ impl ChunkStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Pages of `path` in the page cache, and pages in all (`mincore` over a mapping).
+    #[cfg(target_os = "linux")]
+    fn cached_pages(path: &Path) -> (usize, usize) {
+        use std::os::fd::AsRawFd;
+        let f = File::open(path).unwrap();
+        let len = f.metadata().unwrap().len() as usize;
+        // SAFETY: sysconf has no memory arguments.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+        let mut vec = vec![0u8; len.div_ceil(page)];
+        // SAFETY: a read-only shared mapping of `len` bytes of an open file, only passed to
+        // mincore (with a vector of one byte per page) and unmapped; never dereferenced.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            );
+            assert_ne!(p, libc::MAP_FAILED);
+            assert_eq!(libc::mincore(p, len, vec.as_mut_ptr()), 0);
+            libc::munmap(p, len);
+        }
+        (vec.iter().filter(|b| *b & 1 == 1).count(), vec.len())
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    fn drop_behind_keeps_written_chunks_out_of_the_page_cache() {
+        // On disk (a tmpfs file cannot leave the page cache): beside the sources.
+        let dir = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let piece = vec![7u8; 256 << 10];
+        for lag in [0u64, 1 << 20] {
+            let sub = dir.path().join(lag.to_string());
+            let store = ChunkStore::open(&sub, 64 << 20)
+                .unwrap()
+                .with_drop_behind(lag);
+            for i in 0..64u64 {
+                let off = i * piece.len() as u64;
+                store.write(1, off, &piece, i == 0, false).unwrap();
+            }
+            let path = ChunkStore::chunk_data_path(&sub, 1);
+            let (while_written, pages) = cached_pages(&path);
+            store.finalize(1, 16 << 20).unwrap();
+            let (finalized, _) = cached_pages(&path);
+            if lag == 0 {
+                assert!(
+                    while_written > pages * 9 / 10 && finalized > pages * 9 / 10,
+                    "kept in the cache: {while_written} then {finalized} of {pages} pages"
+                );
+            } else {
+                assert!(
+                    while_written < pages / 4,
+                    "{while_written} of {pages} pages cached while written, lag 1 MiB"
+                );
+                assert!(
+                    finalized < pages / 20,
+                    "{finalized} of {pages} pages cached after finalize"
+                );
+            }
+            assert_eq!(store.read(1, 0, piece.len()).unwrap(), piece);
+        }
+    }
 
     #[test]
     fn write_read_verify_and_detect_corruption() {
