@@ -298,4 +298,52 @@ mod tests {
         ));
         Ok(())
     }
+
+    #[tokio::test]
+    async fn read_frame_from_reads_frames_and_refuses_damaged_ones() -> Result<(), FrameError> {
+        let req = RequestEnvelope {
+            method: "chunk.write".into(),
+            payload: Bytes::from(vec![9u8; 3000]),
+            stream: false,
+        };
+        let frame = encode(&req, 1 << 20)?;
+        let mut two = frame.to_vec();
+        two.extend_from_slice(&frame);
+        let mut r = &two[..];
+        assert_eq!(
+            read_frame_from::<RequestEnvelope, _>(&mut r, 1 << 20).await?,
+            Some(req.clone())
+        );
+        assert_eq!(
+            read_frame_from::<RequestEnvelope, _>(&mut r, 1 << 20).await?,
+            Some(req)
+        );
+        assert_eq!(
+            read_frame_from::<RequestEnvelope, _>(&mut r, 1 << 20).await?,
+            None
+        );
+        // Cut inside the prefix, inside the body; over the limit; a body that is not a message.
+        let mut cut = &frame[..2];
+        assert!(matches!(
+            read_frame_from::<RequestEnvelope, _>(&mut cut, 1 << 20).await,
+            Err(FrameError::Truncated { got: 2, want: 4 })
+        ));
+        let mut cut = &frame[..frame.len() - 1];
+        assert!(matches!(
+            read_frame_from::<RequestEnvelope, _>(&mut cut, 1 << 20).await,
+            Err(FrameError::Truncated { .. })
+        ));
+        let mut big = &frame[..];
+        assert!(matches!(
+            read_frame_from::<RequestEnvelope, _>(&mut big, 100).await,
+            Err(FrameError::TooLarge { limit: 100, .. })
+        ));
+        let garbage = [4u8, 0, 0, 0, 0xff, 0xff, 0xff, 0xff];
+        let mut g = &garbage[..];
+        assert!(matches!(
+            read_frame_from::<RequestEnvelope, _>(&mut g, 1 << 20).await,
+            Err(FrameError::Decode(_))
+        ));
+        Ok(())
+    }
 }

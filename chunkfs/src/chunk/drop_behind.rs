@@ -60,8 +60,27 @@ impl DropBehind {
     }
 }
 
-#[cfg(target_os = "linux")]
+/// Starts write-back of a range without waiting.
 fn start_writeback(f: &File, offset: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    sync_range(f, offset, len, libc::SYNC_FILE_RANGE_WRITE);
+}
+
+/// Writes a range back and waits until it is on the disk.
+fn wait_writeback(f: &File, offset: u64, len: u64) {
+    #[cfg(target_os = "linux")]
+    sync_range(
+        f,
+        offset,
+        len,
+        libc::SYNC_FILE_RANGE_WAIT_BEFORE
+            | libc::SYNC_FILE_RANGE_WRITE
+            | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+    );
+}
+
+#[cfg(target_os = "linux")]
+fn sync_range(f: &File, offset: u64, len: u64, flags: libc::c_uint) {
     use std::os::fd::AsRawFd;
     // SAFETY: a plain syscall on an open descriptor; no memory is passed.
     unsafe {
@@ -69,23 +88,7 @@ fn start_writeback(f: &File, offset: u64, len: u64) {
             f.as_raw_fd(),
             offset as libc::off64_t,
             len as libc::off64_t,
-            libc::SYNC_FILE_RANGE_WRITE,
-        );
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn wait_writeback(f: &File, offset: u64, len: u64) {
-    use std::os::fd::AsRawFd;
-    // SAFETY: as above.
-    unsafe {
-        libc::sync_file_range(
-            f.as_raw_fd(),
-            offset as libc::off64_t,
-            len as libc::off64_t,
-            libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                | libc::SYNC_FILE_RANGE_WRITE
-                | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+            flags,
         );
     }
 }
@@ -103,12 +106,6 @@ fn drop_cache(f: &File, offset: u64, len: u64) {
         );
     }
 }
-
-#[cfg(not(target_os = "linux"))]
-fn start_writeback(_: &File, _: u64, _: u64) {}
-
-#[cfg(not(target_os = "linux"))]
-fn wait_writeback(_: &File, _: u64, _: u64) {}
 
 #[cfg(not(target_os = "linux"))]
 fn drop_cache(_: &File, _: u64, _: u64) {}
