@@ -413,6 +413,7 @@ fn run(a: RunArgs) -> anyhow::Result<i32> {
             chunkservers: None,
             split_bytes: Some(a.split_bytes),
             master_poll_ms: None,
+            master_gc_ms: None,
             block_cache_mb: None,
             wait_secs: 90,
         })?;

@@ -113,6 +113,10 @@ pub struct StartArgs {
     /// servers also report splits and registration at once).
     #[arg(long = "master-poll-ms")]
     pub(crate) master_poll_ms: Option<u64>,
+    /// Milliseconds between the active master's rounds of garbage collection of cell stores
+    /// shared across range servers (default 300000; 0: never).
+    #[arg(long = "master-gc-ms")]
+    pub(crate) master_gc_ms: Option<u64>,
     /// Seconds to wait for the cluster to be ready.
     #[arg(long, default_value_t = 60)]
     pub(crate) wait_secs: u64,
@@ -347,10 +351,14 @@ pub fn start(args: StartArgs) -> anyhow::Result<()> {
     let mut procs = Vec::new();
     for i in 1..=args.masters {
         let poll = args.master_poll_ms.map(|ms| ms.to_string());
-        let extra: Vec<&str> = match &poll {
-            Some(ms) => vec!["--poll-ms", ms.as_str()],
-            None => Vec::new(),
-        };
+        let gc = args.master_gc_ms.map(|ms| ms.to_string());
+        let mut extra: Vec<&str> = Vec::new();
+        if let Some(ms) = &poll {
+            extra.extend(["--poll-ms", ms.as_str()]);
+        }
+        if let Some(ms) = &gc {
+            extra.extend(["--gc-ms", ms.as_str()]);
+        }
         procs.push(spawn(
             &dir,
             "master",
@@ -563,5 +571,9 @@ pub fn status(args: DirArgs) -> anyhow::Result<()> {
     for op in &st.operations {
         println!("  {op}");
     }
+    println!(
+        "garbage collection of shared stores: {} rounds, {} cell stores and {} retired roots removed",
+        st.gc_rounds, st.gc_removed_stores, st.gc_removed_roots
+    );
     Ok(())
 }

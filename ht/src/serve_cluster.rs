@@ -59,6 +59,10 @@ pub struct MasterArgs {
     /// Do not move ranges to balance the servers on its own (BALANCE still does).
     #[arg(long)]
     no_auto_balance: bool,
+    /// Milliseconds between rounds of the garbage collection of cell stores shared across
+    /// range servers (0: never).
+    #[arg(long, default_value_t = 300_000)]
+    gc_ms: u64,
 }
 
 /// The shared file system's URL: `--dfs` or `file://<data-dir>/fs`.
@@ -95,6 +99,7 @@ pub fn master(args: MasterArgs, registry: &Arc<Registry>) -> anyhow::Result<()> 
         let mut config = master::MasterConfig::new(args.hyperspace, creds, args.listen, fs);
         config.poll_interval = Duration::from_millis(args.poll_ms.max(10));
         config.auto_balance = !args.no_auto_balance;
+        config.gc_interval = (args.gc_ms > 0).then(|| Duration::from_millis(args.gc_ms));
         config.registry = registry.clone();
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {

@@ -1373,3 +1373,178 @@ fn index_entries_survive_a_rangeserver_kill() {
     let want = (0..ROWS).filter(|i| i % 13 == 5).count();
     assert_eq!(by_index.lines().count(), want, "rows with b:q05");
 }
+
+/// Cell-store files under `dir` (recursively), by path relative to the shared file system's
+/// root (`/servers/rs1/tables/...`).
+fn store_files(fs_root: &Path, dir: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            store_files(fs_root, &p, out);
+        } else {
+            let rel = p.strip_prefix(fs_root).expect("under the root");
+            out.push(format!("/{}", rel.display()));
+        }
+    }
+}
+
+/// Every cell-store file on the shared file system: `<fs>/servers/<location>/tables/...`.
+fn all_store_files(fs_root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(servers) = std::fs::read_dir(fs_root.join("servers")) {
+        for s in servers.flatten() {
+            store_files(fs_root, &s.path().join("tables"), &mut out);
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The master's garbage collection of stores shared across servers: ranges split and move
+/// (their stores exported by the server they left), a range server dies and its ranges are
+/// recovered (its root retired), everything is major-compacted, and then every cell-store file
+/// left on the shared file system is one a range uses: the exported stores are removed by
+/// their exporters, the retired root is removed whole, and every cell is still read.
+#[test]
+fn garbage_collection_removes_shared_stores_no_server_uses() {
+    let cluster = LocalCluster::start_with(
+        1,
+        1,
+        3,
+        &["--split-bytes", "262144", "--master-gc-ms", "300"],
+    );
+    let fs_root = cluster.path().join("fs");
+    let client = cluster.client_with(|o| o.mutator_buffer_bytes = 64 << 10);
+    let mut schema = common::TableSchema::new(0, "");
+    let fam = schema.add_family("v");
+    client.create_table("/gc", schema).expect("create table");
+    let rows = 4_000u64;
+    let row = |i: u64| format!("row{:08}", i.wrapping_mul(7919) % rows).into_bytes();
+    let mut m = client.mutator("/gc").expect("mutator");
+    let started = Instant::now();
+    let mut written = 0;
+    // Write until the table split and the balancer moved ranges (stores exported).
+    loop {
+        for _ in 0..500 {
+            m.set(common::Mutation::insert(
+                row(written),
+                fam,
+                "",
+                format!("{written}:{}", "v".repeat(400)).into_bytes(),
+            ))
+            .expect("set");
+            written += 1;
+        }
+        m.flush().expect("flush");
+        let moves = client.master_status().expect("status").moves;
+        if written >= rows && moves >= 2 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "{written} cells written, {moves} moves\n{}",
+            cluster.logs()
+        );
+    }
+    // Stores on disk under every server's root now; a range server dies with its root.
+    client
+        .compact(None, common::CompactionKind::Minor)
+        .expect("minor compaction");
+    let killed = cluster.kill(|p| p.role == "rangeserver");
+    let before = client.master_status().expect("status");
+    let recovered = loop {
+        let st = client.master_status().expect("status");
+        if st.recoveries > before.recoveries && st.operations.is_empty() {
+            break st;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(240),
+            "{killed} not recovered: {st:?}\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let live: Vec<String> = recovered
+        .servers
+        .iter()
+        .filter(|s| s.live)
+        .map(|s| s.location.clone())
+        .collect();
+    let roots_before: Vec<String> = std::fs::read_dir(fs_root.join("servers"))
+        .expect("servers dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    let retired: Vec<&String> = roots_before.iter().filter(|r| !live.contains(r)).collect();
+    assert!(
+        !retired.is_empty(),
+        "the dead server's root is gone before anything was compacted: roots {roots_before:?}, live {live:?}"
+    );
+    // Every range rewrites its stores under its own server's root: nothing else is used.
+    client
+        .compact(None, common::CompactionKind::Major)
+        .expect("major compaction");
+    client.wait_for_maintenance().expect("wait for maintenance");
+    let stat = |name: &str| -> u64 {
+        client
+            .status()
+            .expect("status")
+            .into_iter()
+            .find(|(k, _)| k == name)
+            .unwrap_or_else(|| panic!("no {name} in the status"))
+            .1
+            .parse()
+            .expect("a number")
+    };
+    let settled = Instant::now();
+    loop {
+        let files = all_store_files(&fs_root);
+        let stores = stat("cell_stores");
+        let roots: Vec<String> = std::fs::read_dir(fs_root.join("servers"))
+            .expect("servers dir")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        let st = client.master_status().expect("status");
+        if files.len() as u64 == stores
+            && roots.iter().all(|r| live.contains(r))
+            && st.gc_removed_roots >= retired.len() as u64
+        {
+            assert!(
+                st.gc_removed_stores > 0,
+                "nothing was removed, yet stores were exported and a root retired: {st:?}"
+            );
+            for f in &files {
+                let owner = f.split('/').nth(2).expect("/servers/<location>/...");
+                assert!(
+                    live.iter().any(|l| l == owner),
+                    "{f} is under a root no live server has"
+                );
+            }
+            break;
+        }
+        assert!(
+            settled.elapsed() < Duration::from_secs(60),
+            "garbage left: {} store files on disk for {stores} stores the ranges use, roots {roots:?} (live {live:?}), {st:?}\nfiles {files:#?}\n{}",
+            files.len(),
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    // Every cell is still there, its last value read from the stores that were kept.
+    let mut seen = std::collections::BTreeSet::new();
+    let mut scanner = client
+        .scanner("/gc", common::ScanSpec::default())
+        .expect("scanner");
+    while let Some(c) = scanner.next_cell().expect("scan after garbage collection") {
+        seen.insert(c.key.row);
+    }
+    assert_eq!(
+        seen.len() as u64,
+        rows,
+        "rows read after garbage collection"
+    );
+}

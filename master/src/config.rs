@@ -40,6 +40,10 @@ pub struct MasterConfig {
     /// master runs in the same `ht` binary as the range servers, so it is given the same
     /// registry; default: the built-ins.
     pub registry: Arc<Registry>,
+    /// How often the garbage collection of cell stores shared across servers runs (`None`:
+    /// never); a round waits while operations are pending or a server awaits recovery.
+    /// Default 5 minutes, Hypertable's `Hypertable.Master.Gc.Interval`.
+    pub gc_interval: Option<Duration>,
 }
 
 impl MasterConfig {
@@ -67,6 +71,7 @@ impl MasterConfig {
             request_queue: 256,
             clock: system_clock(),
             registry: Arc::new(Registry::builtins()),
+            gc_interval: Some(Duration::from_secs(300)),
         }
     }
 }

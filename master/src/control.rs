@@ -50,6 +50,10 @@ pub(crate) struct Master {
     /// sequence number and the answer its request gets once it finishes.
     pub(crate) deferred: Option<(u64, Answer)>,
     pub(crate) waiting: Vec<WaitingDdl>,
+    /// How often the garbage collection of shared stores runs (`MasterConfig::gc_interval`).
+    pub(crate) gc_interval: Option<Duration>,
+    /// When its last round started.
+    pub(crate) gc_last: Option<std::time::Instant>,
 }
 
 impl Master {
@@ -136,7 +140,8 @@ impl Master {
         }
     }
 
-    /// The periodic work: servers, recoveries, pending operations, METADATA, balance.
+    /// The periodic work: servers, recoveries, pending operations, METADATA, balance, garbage
+    /// collection of shared stores.
     async fn look(&mut self) -> Result<()> {
         self.refresh_servers().await?;
         self.run_pending_ops().await?;
@@ -156,7 +161,7 @@ impl Master {
         if self.auto_balance {
             self.balance_step().await?;
         }
-        Ok(())
+        self.gc_step().await
     }
 
     async fn handle(&mut self, req: Request) -> Result<Answer> {

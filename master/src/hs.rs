@@ -17,7 +17,14 @@ impl Master {
     }
 
     pub(crate) async fn count(&self, name: &str) {
-        if let Err(e) = self.hs.attr_incr(OPS, name, 1).await {
+        self.count_by(name, 1).await
+    }
+
+    pub(crate) async fn count_by(&self, name: &str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if let Err(e) = self.hs.attr_incr(OPS, name, n as i64).await {
             tracing::warn!(counter = name, error = %e, "cannot count");
         }
     }

@@ -4,8 +4,9 @@
 //!
 //! One control loop does everything that changes the cluster, one thing at a time: DDL asked
 //! over rpc ([`service`]), the periodic scan of the range servers (registration, liveness by
-//! their Hyperspace locks, ranges they split on their own), recoveries, moves, and the pending
-//! operations of the [`ops`] log. Running them in one task means the master never races
+//! their Hyperspace locks, ranges they split on their own), recoveries, moves, the pending
+//! operations of the [`ops`] log, and the garbage collection of cell stores shared across
+//! servers (`gc`). Running them in one task means the master never races
 //! itself; every multi-step change is logged first, so a new master finishes what a dead one
 //! left.
 
@@ -13,6 +14,7 @@ pub mod balance;
 mod config;
 mod control;
 mod ddl;
+mod gc;
 mod hs;
 mod kinds;
 mod metadata;
@@ -38,6 +40,10 @@ pub type Result<T> = std::result::Result<T, ClientError>;
 /// Counters of finished range moves and recoveries (attributes of `/ht/ops`).
 pub(crate) const MOVES: &str = "moves";
 pub(crate) const RECOVERIES: &str = "recoveries";
+/// Counters of the garbage collection of shared cell stores (attributes of `/ht/ops`).
+pub(crate) const GC_ROUNDS: &str = "gc_rounds";
+pub(crate) const GC_REMOVED_STORES: &str = "gc_removed_stores";
+pub(crate) const GC_REMOVED_ROOTS: &str = "gc_removed_roots";
 
 pub(crate) use proto::hs_err;
 

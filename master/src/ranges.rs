@@ -209,8 +209,10 @@ impl Master {
                 ranges += 1;
             }
         }
-        // Done: the dead server's lock file goes (its files stay: recovered ranges may share
-        // its cell stores).
+        // Done: the dead server is retired (its root is never opened again; its files stay
+        // while recovered ranges use its cell stores: garbage collection removes them, `gc`),
+        // and its lock file goes.
+        self.touch(&retired_node(location)).await?;
         if let Some(s) = self.servers.remove(location) {
             let _ = self.hs.release(s.handle).await;
             let _ = self.hs.close(s.handle).await;

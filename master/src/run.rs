@@ -25,7 +25,7 @@ pub async fn run(config: MasterConfig, mut stop: watch::Receiver<bool>) -> Resul
     )
     .await
     .map_err(hs_err)?;
-    for dir in [NAMESPACES, TABLES, SERVERS, OPS] {
+    for dir in [NAMESPACES, TABLES, SERVERS, OPS, RETIRED] {
         hs.mkdirs(dir).await.map_err(hs_err)?;
     }
     // The ROOT location's file, so that setting its attribute never fails.
@@ -73,6 +73,8 @@ pub async fn run(config: MasterConfig, mut stop: watch::Receiver<bool>) -> Resul
         registry: config.registry.clone(),
         deferred: None,
         waiting: Vec::new(),
+        gc_interval: config.gc_interval,
+        gc_last: None,
     };
     let result = master
         .control_loop(rx, config.poll_interval, &mut stop, &mut state)

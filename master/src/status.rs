@@ -4,7 +4,7 @@ use proto::layout::*;
 use proto::master::MasterStatus;
 
 use crate::control::Master;
-use crate::{MOVES, RECOVERIES, Result};
+use crate::{GC_REMOVED_ROOTS, GC_REMOVED_STORES, GC_ROUNDS, MOVES, RECOVERIES, Result};
 
 impl Master {
     pub(crate) async fn status(&mut self) -> Result<MasterStatus> {
@@ -31,6 +31,9 @@ impl Master {
             moves: self.counter(MOVES).await?,
             recoveries: self.counter(RECOVERIES).await?,
             pid: std::process::id(),
+            gc_rounds: self.counter(GC_ROUNDS).await?,
+            gc_removed_stores: self.counter(GC_REMOVED_STORES).await?,
+            gc_removed_roots: self.counter(GC_REMOVED_ROOTS).await?,
         })
     }
 }

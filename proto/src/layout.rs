@@ -23,6 +23,10 @@ pub const MASTER: &str = "/ht/master";
 pub const ROOT: &str = "/ht/root";
 /// The master's operation log: one file per unfinished operation, attribute [`OP_ATTR`].
 pub const OPS: &str = "/ht/ops";
+/// `/ht/retired/<location>`: a range server whose ranges were all recovered elsewhere; its
+/// root on the shared file system is never opened again, and the master's garbage collection
+/// removes it once no live server uses a cell store under it (then this file goes too).
+pub const RETIRED: &str = "/ht/retired";
 
 pub const NEXT_TABLE_ID: &str = "next_table_id";
 pub const NEXT_SERVER_ID: &str = "next_server_id";
@@ -61,6 +65,11 @@ pub fn table_node(id: u32) -> String {
 /// The Hyperspace file of a range server.
 pub fn server_node(location: &str) -> String {
     format!("{SERVERS}/{location}")
+}
+
+/// The Hyperspace file of a retired range server.
+pub fn retired_node(location: &str) -> String {
+    format!("{RETIRED}/{location}")
 }
 
 /// The root directory of a range server's engine on the shared file system.

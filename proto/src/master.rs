@@ -166,6 +166,16 @@ pub struct MasterStatus {
     /// The active master's process id.
     #[prost(uint32, tag = "6")]
     pub pid: u32,
+    /// Rounds of the garbage collection of shared cell stores that ran to the end.
+    #[prost(uint64, tag = "7")]
+    pub gc_rounds: u64,
+    /// Cell stores that garbage collection removed (exported ones and those under retired
+    /// servers' roots).
+    #[prost(uint64, tag = "8")]
+    pub gc_removed_stores: u64,
+    /// Roots of retired servers it removed whole.
+    #[prost(uint64, tag = "9")]
+    pub gc_removed_roots: u64,
 }
 
 /// A connection to the active master (its address is the `addr` attribute of

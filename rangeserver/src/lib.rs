@@ -20,5 +20,6 @@ mod moves;
 pub mod range;
 pub mod scan;
 pub mod server;
+pub mod store_use;
 
 pub use error::{Error, Result};

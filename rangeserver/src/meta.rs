@@ -69,6 +69,10 @@ pub enum MetaOp {
         table_id: u32,
         stores: Vec<String>,
     },
+    /// Exported cell-store files the master's garbage collection found unused by every server
+    /// (`Engine::release_exported`): removed from the file system before this record, and
+    /// forgotten.
+    ReleaseExports(Vec<String>),
     /// Table ids dropped here (in snapshots): such an id is never registered again, since the
     /// commit log may still hold the dropped table's cells.
     DroppedTables(Vec<u32>),
@@ -139,6 +143,11 @@ impl MetaState {
             MetaOp::ExportStores { table_id, stores } => {
                 for p in stores {
                     self.exported.insert(p.clone(), *table_id);
+                }
+            }
+            MetaOp::ReleaseExports(paths) => {
+                for p in paths {
+                    self.exported.remove(p);
                 }
             }
             MetaOp::DroppedTables(ids) => self.dropped_tables.extend(ids.iter().copied()),

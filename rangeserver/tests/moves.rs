@@ -632,3 +632,100 @@ fn recovery_skips_a_torn_last_block_of_the_dead_log() {
     assert!(got.iter().all(|c| c.2 == "acked"));
     b.close().expect("close");
 }
+
+/// What the master's garbage collection of shared stores asks of engines: `store_use` names
+/// the stores a range references and those still open (a scan over a replaced store), and
+/// `release_exported` removes only exported stores no range here uses, then forgets them in
+/// the meta log (also after a reopen).
+#[test]
+fn store_use_and_release_of_exported_stores() {
+    let env = Env::new();
+    let a = env.open("/servers/a");
+    a.create_table(schema()).expect("create");
+    let batch: Vec<Mutation> = (0..200)
+        .map(|i| cell(&format!("r{i:03}"), 1 + (i % 2) as u8, &format!("v{i}")))
+        .collect();
+    a.apply(T, &batch).expect("apply");
+    a.compact(Some(T), CompactionKind::Minor).expect("minor");
+    a.split(T, b"r100").expect("split");
+    a.wait_for_maintenance();
+    let rec = a.unload_range(T, None).expect("unload");
+    let moved = store_paths(&rec);
+    assert!(!moved.is_empty());
+    let used = a.store_use().expect("store use of a");
+    assert_eq!(used.root, "/servers/a");
+    for p in &moved {
+        assert!(used.exported.contains(p), "{p} not listed as exported");
+    }
+    let b = env.open("/servers/b");
+    b.load_range_record(&schema(), &rec).expect("load");
+    let used_b = b.store_use().expect("store use of b");
+    for p in &moved {
+        assert!(used_b.in_use.contains(p), "{p}: B's range reads it");
+    }
+    // A scan on B holds the stores open across B's compaction that replaces them.
+    let upper = ScanSpec {
+        row_intervals: vec![RowInterval {
+            start: Bound::Included(b"r100".to_vec()),
+            end: Bound::Unbounded,
+        }],
+        ..ScanSpec::default()
+    };
+    let mut held = b.scan(T, &upper).expect("scan on b");
+    b.compact(Some(T), CompactionKind::Major)
+        .expect("major on b");
+    b.collect_garbage().expect("gc on b");
+    let used_b = b.store_use().expect("store use of b");
+    for p in &moved {
+        assert!(used_b.in_use.contains(p), "{p}: a scan on B still reads it");
+    }
+    let cells = held
+        .collect_all()
+        .expect("the scan reads the replaced stores");
+    assert_eq!(cells.len(), 100);
+    drop(held);
+    let used_b = b.store_use().expect("store use of b");
+    for p in &moved {
+        assert!(
+            !used_b.in_use.contains(p),
+            "{p}: nothing on B reads it any more"
+        );
+    }
+    // Unused everywhere: the exporter removes them when the master asks.
+    let r = a.release_exported(&moved).expect("release");
+    assert_eq!((r.removed, r.skipped), (moved.len() as u64, 0));
+    for p in &moved {
+        assert!(!env.path(p).exists(), "{p} still on disk after its release");
+    }
+    // A forgets them, also in its meta log; asking again passes them over.
+    let used = a.store_use().expect("store use of a");
+    for p in &moved {
+        assert!(!used.exported.contains(p), "{p} still exported");
+    }
+    let again = a.release_exported(&moved).expect("release again");
+    assert_eq!((again.removed, again.skipped), (0, moved.len() as u64));
+    // Stores A's own range references are never released, nor paths outside its root.
+    let own: Vec<String> = a.store_use().expect("use").in_use.into_iter().collect();
+    assert!(!own.is_empty());
+    let mut asked = own.clone();
+    asked.push("/servers/b/tables/1/g1/r1/cs0".into());
+    let r = a.release_exported(&asked).expect("release of used stores");
+    assert_eq!((r.removed, r.skipped), (0, asked.len() as u64));
+    for p in &own {
+        assert!(
+            env.path(p).exists(),
+            "{p} removed though A's range reads it"
+        );
+    }
+    a.close().expect("close a");
+    drop(a);
+    let state = read_state(&env.bfs(), "/servers/a/meta").expect("read state");
+    for p in &moved {
+        assert!(
+            !state.exported.contains_key(p),
+            "{p} exported again after reopen"
+        );
+    }
+    assert_eq!(all_cells(&b).len(), 100);
+    b.close().expect("close b");
+}

@@ -420,6 +420,9 @@ impl Client for ClusterClient {
             ("operations".into(), st.operations.len().to_string()),
             ("moves".into(), st.moves.to_string()),
             ("recoveries".into(), st.recoveries.to_string()),
+            ("gc_rounds".into(), st.gc_rounds.to_string()),
+            ("gc_removed_stores".into(), st.gc_removed_stores.to_string()),
+            ("gc_removed_roots".into(), st.gc_removed_roots.to_string()),
             ("cell_stores".into(), sum.stores.to_string()),
             ("cell_cache_bytes".into(), sum.cache_bytes.to_string()),
             (

@@ -105,6 +105,7 @@ pub fn run(args: IndexArgs) -> anyhow::Result<()> {
                     chunkservers: None,
                     split_bytes: None,
                     master_poll_ms: None,
+                    master_gc_ms: None,
                     block_cache_mb: Some(args.block_cache_mb),
                     wait_secs: 60,
                 })?;

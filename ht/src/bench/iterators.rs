@@ -448,6 +448,7 @@ fn cluster_scans(args: &IteratorsArgs, dir: &Path) -> anyhow::Result<Vec<(ScanRu
         chunkservers: None,
         split_bytes: args.split_bytes,
         master_poll_ms: None,
+        master_gc_ms: None,
         block_cache_mb: None,
         wait_secs: 60,
     })?;

@@ -527,6 +527,7 @@ fn cluster_bench(args: &LoadArgs, servers: usize, durability: Durability) -> any
             chunkservers: None,
             split_bytes: args.split_bytes,
             master_poll_ms: None,
+            master_gc_ms: None,
             block_cache_mb: None,
             wait_secs: 60,
         })?;

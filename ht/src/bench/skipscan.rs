@@ -531,6 +531,7 @@ impl Bench {
                     .unwrap_or((self.args.rows * 16).max(256 << 10)),
             ),
             master_poll_ms: None,
+            master_gc_ms: None,
             block_cache_mb: Some(self.args.block_cache_mb),
             wait_secs: 60,
         }

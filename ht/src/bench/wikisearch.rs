@@ -709,6 +709,7 @@ fn start_args(dir: &Path, servers: usize, split_bytes: u64) -> crate::cluster_cm
         chunkservers: None,
         split_bytes: Some(split_bytes),
         master_poll_ms: None,
+        master_gc_ms: None,
         block_cache_mb: None,
         wait_secs: 60,
     }

@@ -534,6 +534,21 @@ impl RangeServerClient {
         Ok(())
     }
 
+    /// The server's root, the cell stores it uses and those it exported (the master's garbage
+    /// collection of shared stores).
+    pub async fn store_use(&self) -> Result<StoreUseReply, RsError> {
+        self.call(method::STORE_USE, &UnitReply {}).await
+    }
+
+    /// Makes the server remove and forget exported stores no server uses; returns (removed,
+    /// skipped).
+    pub async fn release_stores(&self, paths: Vec<String>) -> Result<(u64, u64), RsError> {
+        let reply: ReleaseStoresReply = self
+            .call(method::RELEASE_STORES, &ReleaseStoresRequest { paths })
+            .await?;
+        Ok((reply.removed, reply.skipped))
+    }
+
     /// Waits until the server's background maintenance is idle.
     pub async fn wait_for_maintenance(&self) -> Result<(), RsError> {
         let _: UnitReply = self

@@ -35,6 +35,11 @@ pub mod method {
     pub const SPLIT: &str = "rs.split";
     pub const COMPACT: &str = "rs.compact";
     pub const WAIT_FOR_MAINTENANCE: &str = "rs.wait_for_maintenance";
+    /// The master's garbage collection of shared cell stores: which stores the server uses
+    /// and which it exported ...
+    pub const STORE_USE: &str = "rs.store_use";
+    /// ... and the removal of exported stores no server uses.
+    pub const RELEASE_STORES: &str = "rs.release_stores";
 }
 
 /// `rs.compact`: every range of `table_id` (0: of every table); `kind` is
@@ -163,6 +168,36 @@ pub struct RecoverRangesRequest {
 pub struct RecoverRangesReply {
     #[prost(uint64, repeated, tag = "1")]
     pub range_ids: Vec<u64>,
+}
+
+/// The answer to `rs.store_use` (request: `UnitReply`): the server's root, the cell stores it
+/// must keep (referenced by its ranges, damaged ranges, or still open) and the ones under its
+/// root it exported with unloaded ranges.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StoreUseReply {
+    #[prost(string, tag = "1")]
+    pub root: String,
+    #[prost(string, repeated, tag = "2")]
+    pub in_use: Vec<String>,
+    #[prost(string, repeated, tag = "3")]
+    pub exported: Vec<String>,
+}
+
+/// `rs.release_stores`: exported stores no server uses, to remove and forget.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReleaseStoresRequest {
+    #[prost(string, repeated, tag = "1")]
+    pub paths: Vec<String>,
+}
+
+/// The answer to `rs.release_stores`: stores removed, and paths passed over (not exported
+/// there, or in use there).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ReleaseStoresReply {
+    #[prost(uint64, tag = "1")]
+    pub removed: u64,
+    #[prost(uint64, tag = "2")]
+    pub skipped: u64,
 }
 
 /// `rs.split`: split the range of `table_id` holding `row` so that `row` starts the upper half.

@@ -3,8 +3,8 @@
 //! Each part keeps its fields private; callers go through its methods.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use dfs_broker::{BlockingFs, FsLock, join};
@@ -120,6 +120,10 @@ pub(crate) struct Files {
     /// The store's single-writer lock (`<root>/LOCK`, where the backend has locks); released
     /// by `close`.
     store_lock: Mutex<Option<FsLock>>,
+    /// Every cell store opened, by path, while anything holds it (a range, a scan, a
+    /// compaction, garbage collection): what the master's garbage collection must not delete
+    /// though no range references it any more (`Engine::store_use`).
+    open_stores: Mutex<HashMap<String, Weak<CellStore>>>,
 }
 
 impl Files {
@@ -175,7 +179,21 @@ impl Files {
     }
 
     pub(crate) fn open_store(&self, path: &str) -> Result<Arc<CellStore>> {
-        CellStore::open(&self.fs, path, self.block_cache.clone())
+        let store = CellStore::open(&self.fs, path, self.block_cache.clone())?;
+        let mut open = self.open_stores.lock();
+        // Forget the dropped ones now and then: the map stays about the size of what is held.
+        if open.len() >= 64 && open.len().is_power_of_two() {
+            open.retain(|_, w| w.strong_count() > 0);
+        }
+        open.insert(path.to_string(), Arc::downgrade(&store));
+        Ok(store)
+    }
+
+    /// The paths of the cell stores something in this process still holds open.
+    pub(crate) fn held_stores(&self) -> Vec<String> {
+        let mut open = self.open_stores.lock();
+        open.retain(|_, w| w.strong_count() > 0);
+        open.keys().cloned().collect()
     }
 }
 
@@ -301,6 +319,7 @@ impl Inner {
                 meta,
                 block_cache: BlockCache::new(opts.block_cache_bytes),
                 store_lock: Mutex::new(store_lock),
+                open_stores: Mutex::new(HashMap::new()),
             },
             catalog: Catalog::new(next_range_id),
             revisions: Revisions {

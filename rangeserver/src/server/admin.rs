@@ -1,13 +1,18 @@
 //! Maintenance calls of the range server: `rs.compact` and `rs.wait_for_maintenance` (HQL
-//! `COMPACT` and `WAIT FOR MAINTENANCE` on a cluster). Layout: docs/formats/rangeserver-rpc.md.
+//! `COMPACT` and `WAIT FOR MAINTENANCE` on a cluster), and the master's garbage collection of
+//! shared cell stores, `rs.store_use` and `rs.release_stores` (from cluster nodes only).
+//! Layout: docs/formats/rangeserver-rpc.md.
 
 use bytes::Bytes;
 use common::ErrorKind;
 use rpc::RpcError;
 
 use common::CompactionKind;
-use proto::rs::messages::CompactRequest;
-use proto::rs::messages::method::{COMPACT, WAIT_FOR_MAINTENANCE};
+use prost::Message as _;
+use proto::rs::messages::method::{COMPACT, RELEASE_STORES, STORE_USE, WAIT_FOR_MAINTENANCE};
+use proto::rs::messages::{
+    CompactRequest, ReleaseStoresReply, ReleaseStoresRequest, StoreUseReply,
+};
 
 use super::{RangeServerService, decode, engine_error, unit};
 
@@ -27,6 +32,8 @@ impl RangeServerService {
                 })
                 .await
                 .map(|_| unit()),
+            STORE_USE => self.store_use().await,
+            RELEASE_STORES => self.release_stores(payload).await,
             _ => return None,
         })
     }
@@ -49,5 +56,31 @@ impl RangeServerService {
             })
             .await?;
         r.map(|()| unit()).map_err(|e| engine_error(COMPACT, e))
+    }
+
+    async fn store_use(&self) -> Result<Bytes, RpcError> {
+        let used = self
+            .blocking(|e| e.store_use())
+            .await?
+            .map_err(|e| engine_error(STORE_USE, e))?;
+        let reply = StoreUseReply {
+            root: used.root,
+            in_use: used.in_use.into_iter().collect(),
+            exported: used.exported.into_iter().collect(),
+        };
+        Ok(reply.encode_to_vec().into())
+    }
+
+    async fn release_stores(&self, payload: Bytes) -> Result<Bytes, RpcError> {
+        let req: ReleaseStoresRequest = decode(RELEASE_STORES, payload)?;
+        let done = self
+            .blocking(move |e| e.release_exported(&req.paths))
+            .await?
+            .map_err(|e| engine_error(RELEASE_STORES, e))?;
+        let reply = ReleaseStoresReply {
+            removed: done.removed,
+            skipped: done.skipped,
+        };
+        Ok(reply.encode_to_vec().into())
     }
 }

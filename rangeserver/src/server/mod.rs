@@ -4,8 +4,8 @@
 //! Methods (payloads are the prost messages of `proto::rs::messages`;
 //! `docs/formats/rangeserver-rpc.md`):
 //! - `rs.create_table`, `rs.drop_table`, `rs.alter_table`, `rs.load_range`, `rs.unload_range`,
-//!   `rs.adopt_range`, `rs.recover_ranges`, `rs.split`: from the master or a fellow range server
-//!   only (their certificates), never from clients;
+//!   `rs.adopt_range`, `rs.recover_ranges`, `rs.split`, `rs.store_use`, `rs.release_stores`:
+//!   from the master or a fellow range server only (their certificates), never from clients;
 //! - `rs.update`: a batch of packed cells (`messages::encode_cells`), applied whole or not at
 //!   all, on arrival or in its turn in an ordered update stream (`streams`); a row not held
 //!   here is answered with `UpdateReply.not_here`, a batch its stream refuses with
@@ -424,6 +424,8 @@ impl rpc::Service for RangeServerService {
                 | method::ADOPT_RANGE
                 | method::RECOVER_RANGES
                 | method::SPLIT
+                | method::STORE_USE
+                | method::RELEASE_STORES
         );
         if admin && !is_cluster_node(peer) {
             return Err(RpcError::service(
