@@ -40,4 +40,8 @@ pub struct EngineStats {
     /// not keeping up), and the milliseconds they waited together.
     pub memory_waits: u64,
     pub memory_wait_ms: u64,
+    /// Bytes of blocks the block cache holds now.
+    pub block_cache_bytes: u64,
+    /// Bytes the open cell stores keep in memory: block indexes and bloom filters.
+    pub store_memory_bytes: u64,
 }

@@ -45,8 +45,16 @@ use format::{FirstLine, LineParser, MAX_UNIQUIFY_CHARS, detect_layout};
 use pipeline::Pipeline;
 use sink::{FileSink, Sink, TableSink};
 
-/// Bytes of input per chunk handed to a parser thread.
-pub const CHUNK_BYTES: usize = 4 << 20;
+/// Bytes of input per chunk handed to a parser thread. A chunk parsed into cells takes several
+/// times its text (a `Mutation` of three vectors per cell: about 8x for the query log's short
+/// cells), so chunks are kept small: 4 MiB chunks, 6 in flight per load, held about 1 GB in
+/// `ht bench dfs --seed-size`'s four loaders.
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// Chunks in flight per load beyond one per parser thread: read ahead, parsed and waiting for
+/// the inserter. With [`CHUNK_BYTES`] they bound a load's memory to about `(parsers + this) x
+/// 9 MiB`.
+pub const EXTRA_CHUNKS_IN_FLIGHT: usize = 2;
 
 /// The default longest input line: a largest value and a longest row key and qualifier, each
 /// escaped (every byte written as two at worst), and room for a timestamp and a delete flag.
@@ -58,12 +66,18 @@ pub const DEFAULT_MAX_LINE_BYTES: usize =
 pub struct LoadLimits {
     /// The longest line, without its `\n` (the header and HEADER_FILE's line included).
     pub max_line_bytes: usize,
+    /// Bytes of input per chunk a parser thread turns into cells ([`CHUNK_BYTES`]).
+    pub chunk_bytes: usize,
+    /// Chunks in flight beyond one per parser thread ([`EXTRA_CHUNKS_IN_FLIGHT`]).
+    pub extra_chunks_in_flight: usize,
 }
 
 impl Default for LoadLimits {
     fn default() -> Self {
         Self {
             max_line_bytes: DEFAULT_MAX_LINE_BYTES,
+            chunk_bytes: CHUNK_BYTES,
+            extra_chunks_in_flight: EXTRA_CHUNKS_IN_FLIGHT,
         }
     }
 }
@@ -402,13 +416,13 @@ pub fn load_data_with(
         lines_before,
         skip_bad_lines: ctx.skip_bad_lines,
         parser_threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
-        chunk_bytes: CHUNK_BYTES,
+        chunk_bytes: limits.chunk_bytes.max(1),
         max_chunks_in_flight: 0,
         max_line_bytes: max_line,
         on_chunk: &on_chunk,
     };
     let pipeline = Pipeline {
-        max_chunks_in_flight: 2 * pipeline.parser_threads + 2,
+        max_chunks_in_flight: pipeline.parser_threads + limits.extra_chunks_in_flight,
         ..pipeline
     };
     let result = pipeline.run(&mut src, prefix, &parser, sink.as_mut());

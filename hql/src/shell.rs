@@ -312,6 +312,7 @@ impl Shell {
         exec.set_raw_timestamps(opts.raw_timestamps);
         exec.set_load_limits(crate::load::LoadLimits {
             max_line_bytes: opts.max_line_bytes,
+            ..Default::default()
         });
         if let Some(ns) = &opts.namespace {
             exec.execute(&Statement::Use(ns.clone()), &mut io::sink())?;

@@ -84,7 +84,14 @@ impl Db {
             skip_bad_lines: skip,
             stdin,
         };
-        load_data_with(ctx, &ld, LoadLimits { max_line_bytes })
+        load_data_with(
+            ctx,
+            &ld,
+            LoadLimits {
+                max_line_bytes,
+                ..LoadLimits::default()
+            },
+        )
     }
 
     fn cells(&self, table: &str) -> Cells {

@@ -8,6 +8,7 @@ mod cluster_cmd;
 #[cfg(test)]
 mod codemap;
 mod fs_url;
+pub mod heap;
 mod hyperspace_cmd;
 mod init_cmd;
 mod load_cmd;

@@ -58,6 +58,13 @@ pub struct LoadArgs {
     /// The longest input line accepted, in bytes; a longer one is a bad line.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_LINE_BYTES)]
     max_line_bytes: usize,
+    /// Bytes of input per chunk a parser thread turns into cells (a parsed chunk of short
+    /// cells takes about 8x its text).
+    #[arg(long, value_name = "BYTES", default_value_t = hql::load::CHUNK_BYTES)]
+    chunk_bytes: usize,
+    /// Chunks in flight beyond one per parser thread (read ahead, parsed, waiting).
+    #[arg(long, value_name = "N", default_value_t = hql::load::EXTRA_CHUNKS_IN_FLIGHT)]
+    extra_chunks_in_flight: usize,
 }
 
 /// Runs `ht load`.
@@ -107,6 +114,8 @@ pub fn run(args: LoadArgs, registry: &Arc<Registry>) -> anyhow::Result<()> {
     };
     let limits = LoadLimits {
         max_line_bytes: args.max_line_bytes,
+        chunk_bytes: args.chunk_bytes,
+        extra_chunks_in_flight: args.extra_chunks_in_flight,
     };
     let report = load_data_with(ctx, &stmt, limits)?;
     println!("{report}");

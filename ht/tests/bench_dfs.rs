@@ -25,6 +25,7 @@ fn the_small_dfs_bench_scans_every_table_and_prints_its_summary() {
         .arg(&chart)
         .arg("--dir")
         .arg(dir.path().join("work"))
+        .env("HT_COUNT_HEAP", "1")
         .output()
         .expect("run ht");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -58,6 +59,24 @@ fn the_small_dfs_bench_scans_every_table_and_prints_its_summary() {
         "{stdout}"
     );
     assert!(stderr.contains(" Total inserts:  "), "{stderr}");
+    // The memory table: with the heap counted, every run's load and scan have a resident set
+    // and a live heap (MiB, whole numbers; the heap may pass the resident set by pages never
+    // touched).
+    for (backend, flush, phase) in [("local", "off", "load"), ("kfs-like", "on", "scan")] {
+        let prefix = format!("| {backend} | {flush} | {phase} | ");
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&prefix))
+            .unwrap_or_else(|| panic!("no memory row {prefix:?} in\n{stdout}"));
+        let fields: Vec<&str> = line.split('|').map(str::trim).collect();
+        let rss: u64 = fields[4]
+            .parse()
+            .unwrap_or_else(|_| panic!("RSS in {line}"));
+        let heap: u64 = fields[5]
+            .parse()
+            .unwrap_or_else(|_| panic!("live heap in {line}"));
+        assert!(rss > 0 && heap > 0, "{line}");
+    }
     let svg = std::fs::read_to_string(&chart).expect("chart written");
     assert!(svg.starts_with("<svg") && svg.contains("kfs-like"), "{svg}");
 }

@@ -186,6 +186,18 @@ impl Peers {
         Ok(sock)
     }
 
+    /// The servers whose last connection attempt failed within the back-off (`idle_timeout /
+    /// 3`): a writer asks the metadata server for blocks elsewhere until it notices them dead.
+    pub(crate) fn recently_unreachable(&self) -> Vec<String> {
+        let now = self.clock.now();
+        self.unreachable
+            .lock()
+            .iter()
+            .filter(|(_, at)| now.saturating_duration_since(**at) < self.idle_timeout / 3)
+            .map(|(a, _)| a.clone())
+            .collect()
+    }
+
     /// Notes a failed connection attempt to `addr`.
     fn failed(&self, addr: &str, e: RpcError) -> String {
         let mut unreachable = self.unreachable.lock();

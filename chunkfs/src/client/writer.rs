@@ -221,16 +221,42 @@ impl Streamer {
         Ok(())
     }
 
+    /// Asks the metadata server for the next block, away from the servers this client could
+    /// not reach lately (a server killed a moment ago is still live to the metadata server
+    /// until its heartbeats are missed); if that leaves too few, from all it counts live.
     async fn new_block(&mut self) -> FsResult<()> {
-        let req = AddBlockRequest {
+        let mut exclude = self.exclude.clone();
+        for a in self.inner.peers.recently_unreachable() {
+            if !exclude.contains(&a) {
+                exclude.push(a);
+            }
+        }
+        let mut req = AddBlockRequest {
             path: self.path.clone(),
             file_id: self.file_id,
-            exclude: self.exclude.clone(),
+            exclude,
         };
-        let reply: AddBlockReply = self
+        let mut reply = self
             .inner
-            .meta_call(method::META_ADD_BLOCK, "append", &self.path, &req, false)
-            .await?;
+            .meta_call::<_, AddBlockReply>(
+                method::META_ADD_BLOCK,
+                "append",
+                &self.path,
+                &req,
+                false,
+            )
+            .await;
+        // Only the placement's refusal is asked again: any other failure may have allocated
+        // the block (the call is not idempotent).
+        let too_few = |r: &FsResult<AddBlockReply>| matches!(r, Err(FsError::Backend { msg, .. }) if msg.contains("live chunk servers"));
+        if too_few(&reply) && req.exclude.len() > self.exclude.len() {
+            req.exclude = self.exclude.clone();
+            reply = self
+                .inner
+                .meta_call(method::META_ADD_BLOCK, "append", &self.path, &req, false)
+                .await;
+        }
+        let reply = reply?;
         let b = reply
             .block
             .ok_or_else(|| self.fail("append", "the metadata server gave no block".into()))?;

@@ -270,6 +270,8 @@ fn fill_chunk(
     let mut scanned = buf.len();
     loop {
         let want = chunk_bytes.saturating_sub(buf.len()).max(64 << 10);
+        // Room for exactly this read: `read_to_end` alone may double the buffer.
+        buf.reserve_exact(want);
         let got =
             std::io::Read::read_to_end(&mut std::io::Read::take(&mut *src, want as u64), buf)?;
         if let Some(i) = memchr::memrchr(b'\n', &buf[scanned..]) {

@@ -528,6 +528,10 @@ pub struct StatusReply {
     pub memory_waits: u64,
     #[prost(uint64, tag = "15")]
     pub memory_wait_ms: u64,
+    #[prost(uint64, tag = "16")]
+    pub block_cache_bytes: u64,
+    #[prost(uint64, tag = "17")]
+    pub store_memory_bytes: u64,
 }
 
 /// `None` for an empty row: the wire's spelling of an unbounded end.
@@ -598,6 +602,8 @@ impl From<&EngineStats> for StatusReply {
             seeks: s.seeks,
             memory_waits: s.memory_waits,
             memory_wait_ms: s.memory_wait_ms,
+            block_cache_bytes: s.block_cache_bytes,
+            store_memory_bytes: s.store_memory_bytes,
         }
     }
 }
@@ -620,6 +626,8 @@ impl From<StatusReply> for EngineStats {
             seeks: s.seeks,
             memory_waits: s.memory_waits,
             memory_wait_ms: s.memory_wait_ms,
+            block_cache_bytes: s.block_cache_bytes,
+            store_memory_bytes: s.store_memory_bytes,
         }
     }
 }

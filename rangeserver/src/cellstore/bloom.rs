@@ -183,6 +183,11 @@ pub(crate) struct Bloom {
 }
 
 impl Bloom {
+    /// Bytes of its bit array.
+    pub fn memory_bytes(&self) -> usize {
+        self.bits.capacity()
+    }
+
     /// Parses a verified bloom payload.
     pub(crate) fn parse(mut payload: Vec<u8>, file: &str, offset: u64) -> Result<Self> {
         let bad = |msg: String| Error::Corrupt {

@@ -61,6 +61,18 @@ pub struct CellStore {
     first_key: std::sync::OnceLock<Vec<u8>>,
 }
 
+impl CellStore {
+    /// Bytes this open store keeps in memory: its block index (keys, entries, tags) and its
+    /// bloom filter.
+    pub fn memory_bytes(&self) -> u64 {
+        (self.index_keys.capacity()
+            + self.index.capacity() * std::mem::size_of::<IndexEntry>()
+            + (self.index_tags.capacity() + self.tag_runs.capacity()) * 8
+            + self.bloom.as_ref().map_or(0, Bloom::memory_bytes)
+            + self.first_key.get().map_or(0, Vec::capacity)) as u64
+    }
+}
+
 /// Tags per run of [`CellStore::tag_runs`] (two cache lines of tags).
 const TAG_RUN: usize = 16;
 

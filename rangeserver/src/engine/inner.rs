@@ -189,6 +189,16 @@ impl Files {
         Ok(store)
     }
 
+    /// Bytes the cell stores held open keep in memory (block indexes, bloom filters).
+    pub(crate) fn held_store_memory(&self) -> u64 {
+        self.open_stores
+            .lock()
+            .values()
+            .filter_map(Weak::upgrade)
+            .map(|s| s.memory_bytes())
+            .sum()
+    }
+
     /// The paths of the cell stores something in this process still holds open.
     pub(crate) fn held_stores(&self) -> Vec<String> {
         let mut open = self.open_stores.lock();

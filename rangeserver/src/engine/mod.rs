@@ -437,6 +437,8 @@ impl Engine {
                         .sum::<usize>()
                 })
                 .sum(),
+            block_cache_bytes: inner.files().block_cache().used_bytes(),
+            store_memory_bytes: inner.files().held_store_memory(),
             minor_compactions: c.compactions(CompactionKind::Minor),
             merging_compactions: c.compactions(CompactionKind::Merging),
             major_compactions: c.compactions(CompactionKind::Major),

@@ -27,6 +27,7 @@ use super::load::{FAMILIES, TABLE};
 
 mod chart;
 pub(crate) mod counting;
+mod memory;
 
 use counting::{Counters, Counting, Kind, Rooted, Snapshot};
 
@@ -85,6 +86,9 @@ struct Row {
     physical: Option<u64>,
     /// Peak resident set of the process during the load and scan, kB.
     peak_rss_kb: Option<u64>,
+    /// What the process held at the highest resident set sampled during the load, and during
+    /// the scan.
+    memory: [memory::MemorySample; 2],
     /// CPU seconds the load took in this process, and in the backend's own processes (chunkfs
     /// metadata and chunk servers), where it has any.
     load_cpu_s: (f64, Option<f64>),
@@ -346,11 +350,14 @@ fn run_one(
         Durability::Log
     };
     client.create_table(TABLE, schema)?;
+    let sampler = memory::Sampler::start(client.engine().clone());
     let cpu_before = (
         cpu_seconds("self"),
         cpu_dir.as_deref().map(processes_cpu_seconds),
     );
-    let (elapsed_s, reports) = super::load::parallel_load(&client, files)?;
+    let loaded = super::load::parallel_load(&client, files);
+    let load_memory = sampler.finish();
+    let (elapsed_s, reports) = loaded?;
     let s = client.engine().stats();
     eprintln!(
         "{backend} flush {}: {} minor, {} merging, {} major compactions, {} splits; {} stores \
@@ -378,14 +385,19 @@ fn run_one(
     let load_io = probe.counters.snapshot();
 
     let client = open_db(dir, options)?;
+    let sampler = memory::Sampler::start(client.engine().clone());
     let start = std::time::Instant::now();
-    let mut scanner = client.scanner(TABLE, client::ScanSpec::default())?;
-    let mut scanned = 0u64;
-    while scanner.next_cell()?.is_some() {
-        scanned += 1;
-    }
+    let scanned = (|| {
+        let mut scanner = client.scanner(TABLE, client::ScanSpec::default())?;
+        let mut scanned = 0u64;
+        while scanner.next_cell()?.is_some() {
+            scanned += 1;
+        }
+        anyhow::Ok(scanned)
+    })();
     let scan_s = start.elapsed().as_secs_f64();
-    drop(scanner);
+    let scan_memory = sampler.finish();
+    let scanned = scanned?;
     let after = probe.counters.snapshot();
     let scan_io = [0, 1, 2, 3].map(|i| after[i] - load_io[i]);
     // Listed while the database is open: closing it closes its file system.
@@ -422,6 +434,7 @@ fn run_one(
         logical,
         physical,
         peak_rss_kb: super::peak_rss_kb(),
+        memory: [load_memory, scan_memory],
         load_cpu_s,
     })
 }
@@ -520,13 +533,18 @@ pub fn run(mut args: DfsBenchArgs) -> anyhow::Result<()> {
     }
     let backends = Backends::start(&base, &args.backends)?;
     let engine = embedded::EmbeddedOptions::default().engine;
+    let load = hql::load::LoadLimits::default();
+    let parsers = std::thread::available_parallelism().map_or(1, |n| n.get());
     eprintln!(
-        "limits: cell caches {} MiB (flushed at {} MiB a group), block cache {} MiB, {} \
-         maintenance threads",
+        "limits: cell caches {} MiB (flushed at {} MiB a group), block cache {} MiB, commit-log \
+         queue {} MiB, {} maintenance threads; per loader {} chunks of {} MiB in flight",
         mib(engine.cell_cache_limit_bytes),
         mib(engine.cell_cache_flush_bytes),
         mib(engine.block_cache_bytes),
-        engine.maintenance_threads
+        mib(engine.commit_log.queue_limit_bytes as u64),
+        engine.maintenance_threads,
+        parsers + load.extra_chunks_in_flight,
+        mib(load.chunk_bytes as u64),
     );
     let mut rows: Vec<Row> = Vec::new();
     let mut run = 0;
@@ -654,6 +672,30 @@ fn report(args: &DfsBenchArgs, rows: &[Row]) -> anyhow::Result<()> {
             r.load_cpu_s.0,
             r.load_cpu_s.1.map_or("-".into(), |s| format!("{s:.1}")),
         );
+    }
+    println!();
+    println!(
+        "| backend | flush | phase | RSS MiB at its peak | live heap MiB | cell caches MiB | block cache MiB | store indexes and blooms MiB | rest of the heap MiB |"
+    );
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        for (phase, m) in ["load", "scan"].iter().zip(&r.memory) {
+            let counted = m.cell_caches + m.block_cache + m.store_indexes;
+            println!(
+                "| {} | {} | {phase} | {:.0} | {} | {:.0} | {:.0} | {:.1} | {} |",
+                r.backend,
+                r.mode(),
+                mib(m.rss),
+                m.heap.map_or("-".into(), |h| format!("{:.0}", mib(h))),
+                mib(m.cell_caches),
+                mib(m.block_cache),
+                mib(m.store_indexes),
+                m.heap.map_or("-".into(), |h| format!(
+                    "{:.0}",
+                    mib(h.saturating_sub(counted))
+                )),
+            );
+        }
     }
     println!();
     let mut bars: Vec<chart::Bars> = Vec::new();
