@@ -1449,12 +1449,28 @@ fn garbage_collection_removes_shared_stores_no_server_uses() {
             cluster.logs()
         );
     }
-    // Stores on disk under every server's root now; a range server dies with its root.
+    // Stores on disk under every server's root now; the range server with the most of them
+    // dies (its recovered ranges read them: its root must stay until they are compacted).
     client
         .compact(None, common::CompactionKind::Minor)
         .expect("minor compaction");
-    let killed = cluster.kill(|p| p.role == "rangeserver");
+    let mut per_root: std::collections::BTreeMap<String, usize> = Default::default();
+    for f in all_store_files(&fs_root) {
+        let owner = f
+            .split('/')
+            .nth(2)
+            .expect("/servers/<location>/...")
+            .to_string();
+        *per_root.entry(owner).or_default() += 1;
+    }
+    let (victim, _) = per_root
+        .iter()
+        .max_by_key(|(l, n)| (**n, (*l).clone()))
+        .expect("stores under some root");
+    let process = cluster.process_of_location(victim);
+    // Read before the kill: the recovery may be over by the time a status call after it returns.
     let before = client.master_status().expect("status");
+    let killed = cluster.kill(|p| p.name == process);
     let recovered = loop {
         let st = client.master_status().expect("status");
         if st.recoveries > before.recoveries && st.operations.is_empty() {
@@ -1480,8 +1496,9 @@ fn garbage_collection_removes_shared_stores_no_server_uses() {
         .collect();
     let retired: Vec<&String> = roots_before.iter().filter(|r| !live.contains(r)).collect();
     assert!(
-        !retired.is_empty(),
-        "the dead server's root is gone before anything was compacted: roots {roots_before:?}, live {live:?}"
+        retired.iter().any(|r| *r == victim),
+        "the root of {victim} ({killed}), whose stores its recovered ranges read, is gone \
+         before anything was compacted: roots {roots_before:?}, live {live:?}"
     );
     // Every range rewrites its stores under its own server's root: nothing else is used.
     client
