@@ -1496,7 +1496,7 @@ fn garbage_collection_removes_shared_stores_no_server_uses() {
         .collect();
     let retired: Vec<&String> = roots_before.iter().filter(|r| !live.contains(r)).collect();
     assert!(
-        retired.iter().any(|r| *r == victim),
+        retired.contains(&victim),
         "the root of {victim} ({killed}), whose stores its recovered ranges read, is gone \
          before anything was compacted: roots {roots_before:?}, live {live:?}"
     );
