@@ -40,9 +40,17 @@ async fn read_all(fs: &ChunkFs, path: &str) -> Vec<u8> {
     r.pread(0, len as usize).await.expect("pread")
 }
 
-/// Waits until every chunk of every complete block of `paths` has `replicas` servers and the
-/// metadata server counts nothing under-replicated.
-async fn wait_replicated(fs: &ChunkFs, paths: &[String], replicas: usize, timeout: Duration) {
+/// Waits until every chunk of every complete block of `paths` has `replicas` servers, none of
+/// them `dead`, and the metadata server counts nothing under-replicated. (Until the metadata
+/// server notices the death, a block written before it still lists the dead server among its
+/// `replicas`: the count alone can look complete while nothing was re-created yet.)
+async fn wait_replicated(
+    fs: &ChunkFs,
+    paths: &[String],
+    replicas: usize,
+    dead: &str,
+    timeout: Duration,
+) {
     let start = Instant::now();
     loop {
         let status = fs.status().await.expect("status");
@@ -51,7 +59,7 @@ async fn wait_replicated(fs: &ChunkFs, paths: &[String], replicas: usize, timeou
             let stat = fs.stat(p).await.expect("stat");
             for b in stat.blocks.iter().filter(|b| b.length > 0) {
                 for c in &b.chunks {
-                    if c.servers.len() < replicas {
+                    if c.servers.len() < replicas || c.servers.iter().any(|s| s == dead) {
                         short.push(format!("{p} chunk {} on {:?}", c.chunk_id, c.servers));
                     }
                 }
@@ -157,7 +165,7 @@ async fn kill_9_a_chunk_server_while_writing_keeps_every_synced_byte_and_re_repl
         paths.push(path);
     }
     // The dead server's replicas are re-created on the others.
-    wait_replicated(&fs, &paths, 3, Duration::from_secs(25)).await;
+    wait_replicated(&fs, &paths, 3, &killed, Duration::from_secs(25)).await;
     for p in &paths {
         for b in fs.stat(p).await.expect("stat").blocks {
             for c in &b.chunks {
