@@ -17,6 +17,7 @@ use common::status::{EngineStats, RangeInfo};
 pub use super::aggregate::*;
 pub use super::cells::*;
 pub use super::iterators::*;
+pub use super::store_gc::*;
 
 /// Method names; a change of meaning gets a new name.
 pub mod method {
@@ -168,36 +169,6 @@ pub struct RecoverRangesRequest {
 pub struct RecoverRangesReply {
     #[prost(uint64, repeated, tag = "1")]
     pub range_ids: Vec<u64>,
-}
-
-/// The answer to `rs.store_use` (request: `UnitReply`): the server's root, the cell stores it
-/// must keep (referenced by its ranges, damaged ranges, or still open) and the ones under its
-/// root it exported with unloaded ranges.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct StoreUseReply {
-    #[prost(string, tag = "1")]
-    pub root: String,
-    #[prost(string, repeated, tag = "2")]
-    pub in_use: Vec<String>,
-    #[prost(string, repeated, tag = "3")]
-    pub exported: Vec<String>,
-}
-
-/// `rs.release_stores`: exported stores no server uses, to remove and forget.
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ReleaseStoresRequest {
-    #[prost(string, repeated, tag = "1")]
-    pub paths: Vec<String>,
-}
-
-/// The answer to `rs.release_stores`: stores removed, and paths passed over (not exported
-/// there, or in use there).
-#[derive(Clone, PartialEq, prost::Message)]
-pub struct ReleaseStoresReply {
-    #[prost(uint64, tag = "1")]
-    pub removed: u64,
-    #[prost(uint64, tag = "2")]
-    pub skipped: u64,
 }
 
 /// `rs.split`: split the range of `table_id` holding `row` so that `row` starts the upper half.

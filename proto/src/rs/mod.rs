@@ -6,6 +6,7 @@ pub mod cells;
 pub mod client;
 pub mod iterators;
 pub mod messages;
+pub mod store_gc;
 
 /// The certificate name a range server presents (`ht init` issues it).
 pub const SERVER_NAME: &str = "rangeserver";
