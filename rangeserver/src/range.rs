@@ -118,11 +118,15 @@ pub struct Range {
 }
 
 impl Range {
-    /// Counts one seek into the range (and the engine's total).
+    /// Counts `n` seeks into the range (and the engine's total). Sources count their seeks
+    /// themselves and add them here in batches and when dropped, so a live scan's last seeks
+    /// may not show yet.
     #[inline]
-    pub fn count_seek(&self) {
-        self.seeks.fetch_add(1, Ordering::Relaxed);
-        self.engine_seeks.fetch_add(1, Ordering::Relaxed);
+    pub fn count_seeks(&self, n: u64) {
+        if n > 0 {
+            self.seeks.fetch_add(n, Ordering::Relaxed);
+            self.engine_seeks.fetch_add(n, Ordering::Relaxed);
+        }
     }
     /// True if `row` lies in this range.
     pub fn contains(&self, row: &[u8]) -> bool {

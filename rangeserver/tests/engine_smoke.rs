@@ -679,6 +679,58 @@ fn scan_not_covered_by_held_ranges_fails_naming_the_first_missing_row() {
         }),
         b"h"
     );
+    // A key set: intervals inside the range holding the one before are not looked up again,
+    // but one that runs past that range's end, or lies past it, is still refused.
+    let key_set = |ivs: Vec<RowInterval>| ScanSpec {
+        row_intervals: ivs,
+        ..ScanSpec::default()
+    };
+    let own = |s: &str| s.as_bytes().to_vec();
+    let span = |a: &str, b: Bound<&str>| RowInterval {
+        start: Bound::Included(own(a)),
+        end: b.map(own),
+    };
+    assert_eq!(
+        err_row(&key_set(vec![
+            RowInterval::row("a"),
+            RowInterval::row("b"),
+            span("c", Bound::Included("g")),
+        ])),
+        b"g"
+    );
+    assert_eq!(
+        err_row(&key_set(vec![
+            RowInterval::row("a"),
+            RowInterval::row("f"),
+            RowInterval::row("h"),
+        ])),
+        b"h"
+    );
+    assert_eq!(
+        err_row(&key_set(vec![
+            RowInterval::row("m"),
+            RowInterval::row("s"),
+            span("s~", Bound::Unbounded),
+        ])),
+        b"t"
+    );
+    assert_eq!(
+        e.scan(
+            1,
+            &key_set(vec![
+                RowInterval::row("a"),
+                span("b", Bound::Excluded("g")),
+                RowInterval::row("m"),
+                RowInterval::row("n"),
+                span("o", Bound::Excluded("t")),
+            ])
+        )
+        .unwrap()
+        .collect_all()
+        .unwrap()
+        .len(),
+        2
+    );
     // An interval after an excluded "l" starts at "l\0", the first row above "l", not held.
     assert_eq!(
         err_row(&rows_interval(Bound::Excluded("l"), Bound::Excluded("n"))),
