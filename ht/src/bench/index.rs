@@ -184,6 +184,19 @@ fn measure(args: &IndexArgs, mode: &str, client: Arc<dyn Client>) -> anyhow::Res
         "  {mode}: major compactions in {:.1}s",
         start.elapsed().as_secs_f64()
     );
+    // Where the tables lie: the full scan runs on every server holding a range of u at once,
+    // the index path's row reads on the servers holding t's candidate rows.
+    for table in ["/t", "/u"] {
+        let ranges = client.table_ranges(table)?;
+        let mut on: Vec<&str> = ranges.iter().map(|r| r.location.as_str()).collect();
+        on.sort_unstable();
+        on.dedup();
+        eprintln!(
+            "  {mode}: {table}: {} ranges on {} servers",
+            ranges.len(),
+            on.len()
+        );
+    }
     let expected = (args.rows / args.values) as usize * 2;
     let query = |ex: &mut Executor, table: &str, v: u64| -> anyhow::Result<(f64, usize)> {
         let mut q = format!("SELECT * FROM {table} WHERE a = '{}'", value_of(v));
