@@ -43,6 +43,11 @@ pub struct IndexArgs {
     /// Range servers of the local cluster.
     #[arg(long, default_value_t = 2)]
     rangeservers: usize,
+    /// On the cluster, range servers split a range past this many bytes (default: rows*8,
+    /// about a third of a compacted table, so that each table is a few ranges and the full
+    /// scan runs on every server at once, as a scan of a large table does).
+    #[arg(long = "split-bytes")]
+    split_bytes: Option<u64>,
     /// Block cache of the embedded database and of each range server, MiB (the default holds
     /// both tables at 1M rows, so that warm means cached, as in the anchor's runs).
     #[arg(long = "block-cache-mb", default_value_t = 512)]
@@ -103,7 +108,7 @@ pub fn run(args: IndexArgs) -> anyhow::Result<()> {
                     masters: 1,
                     dfs: None,
                     chunkservers: None,
-                    split_bytes: None,
+                    split_bytes: Some(args.split_bytes.unwrap_or((args.rows * 8).max(256 << 10))),
                     master_poll_ms: None,
                     master_gc_ms: None,
                     block_cache_mb: Some(args.block_cache_mb),
@@ -186,16 +191,14 @@ fn measure(args: &IndexArgs, mode: &str, client: Arc<dyn Client>) -> anyhow::Res
     );
     // Where the tables lie: the full scan runs on every server holding a range of u at once,
     // the index path's row reads on the servers holding t's candidate rows.
+    let servers = if mode == "cluster" {
+        args.rangeservers
+    } else {
+        1
+    };
     for table in ["/t", "/u"] {
-        let ranges = client.table_ranges(table)?;
-        let mut on: Vec<&str> = ranges.iter().map(|r| r.location.as_str()).collect();
-        on.sort_unstable();
-        on.dedup();
-        eprintln!(
-            "  {mode}: {table}: {} ranges on {} servers",
-            ranges.len(),
-            on.len()
-        );
+        let (ranges, on) = super::spread(client.as_ref(), table, servers)?;
+        eprintln!("  {mode}: {table}: {ranges} ranges on {on} servers");
     }
     let expected = (args.rows / args.values) as usize * 2;
     let query = |ex: &mut Executor, table: &str, v: u64| -> anyhow::Result<(f64, usize)> {

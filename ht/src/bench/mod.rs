@@ -202,6 +202,27 @@ pub fn utc_now() -> String {
     s
 }
 
+/// Asks the master to balance until `table`'s ranges lie on `servers` range servers (or a
+/// minute passed); returns its ranges and the servers holding them.
+pub fn spread(
+    client: &dyn client::Client,
+    table: &str,
+    servers: usize,
+) -> anyhow::Result<(usize, usize)> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let ranges = client.table_ranges(table)?;
+        let mut on: Vec<&str> = ranges.iter().map(|r| r.location.as_str()).collect();
+        on.sort_unstable();
+        on.dedup();
+        if on.len() >= servers || std::time::Instant::now() >= deadline {
+            return Ok((ranges.len(), on.len()));
+        }
+        client.balance()?;
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

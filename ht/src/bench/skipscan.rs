@@ -809,28 +809,16 @@ fn target(name: &str, got: f64, goal: f64) -> String {
 
 /// Waits (up to a minute, balancing) until the table's ranges are on `servers` range servers.
 fn spread(client: &dyn Client, servers: usize) -> anyhow::Result<()> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let ranges = client.table_ranges(methods::TABLE)?;
-        let mut on: Vec<&str> = ranges.iter().map(|r| r.location.as_str()).collect();
-        on.sort();
-        on.dedup();
-        if on.len() >= servers || std::time::Instant::now() >= deadline {
-            eprintln!(
-                "  cluster: {} ranges on {} range servers{}",
-                ranges.len(),
-                on.len(),
-                if on.len() < servers {
-                    " (not spread over all: too few ranges?)"
-                } else {
-                    ""
-                }
-            );
-            return Ok(());
+    let (ranges, on) = super::spread(client, methods::TABLE, servers)?;
+    eprintln!(
+        "  cluster: {ranges} ranges on {on} range servers{}",
+        if on < servers {
+            " (not spread over all: too few ranges?)"
+        } else {
+            ""
         }
-        client.balance()?;
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
+    );
+    Ok(())
 }
 
 /// `skipscan: fraction=1% cache=warm mode=embedded skip_vs_gets=3.4x skip_vs_scan=12.1x

@@ -715,22 +715,6 @@ fn start_args(dir: &Path, servers: usize, split_bytes: u64) -> crate::cluster_cm
     }
 }
 
-/// Balances until the shard's ranges are on every server (or a minute passed).
-fn spread(client: &dyn Client, table: &str, servers: usize) -> anyhow::Result<(usize, usize)> {
-    let deadline = Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let ranges = client.table_ranges(table)?;
-        let mut on: Vec<&str> = ranges.iter().map(|r| r.location.as_str()).collect();
-        on.sort();
-        on.dedup();
-        if on.len() >= servers || Instant::now() >= deadline {
-            return Ok((ranges.len(), on.len()));
-        }
-        client.balance()?;
-        std::thread::sleep(std::time::Duration::from_millis(500));
-    }
-}
-
 /// One corpus in one mode: ingest, queries in each cache state, random load. Returns the
 /// report's lines and the summary line.
 fn corpus_mode(
@@ -770,7 +754,7 @@ fn corpus_mode(
         let mut fig = ingest(client.as_ref(), &tables, files, servers)?;
         let mut lines = Vec::new();
         if cluster {
-            let (ranges, on) = spread(client.as_ref(), &tables.shard(), servers)?;
+            let (ranges, on) = super::spread(client.as_ref(), &tables.shard(), servers)?;
             client.wait_for_maintenance()?;
             lines.push(format!(
                 "  shard table: {ranges} ranges on {on} of {servers} range servers"
