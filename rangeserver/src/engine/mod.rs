@@ -12,6 +12,7 @@
 //! earlier, and replay can skip exactly the cells a cell store already holds.
 
 mod catalog;
+mod coverage;
 mod damage;
 mod ddl;
 mod inner;
