@@ -60,6 +60,10 @@ pub struct IndexArgs {
     /// profiling the index path).
     #[arg(long, default_value_t = 0)]
     extra_index_runs: u64,
+    /// With `--extra-index-runs`: time the index path's two steps apart as well (the prefix
+    /// scan of `^t`, then the key-set scan of t's candidate rows) over as many more queries.
+    #[arg(long)]
+    breakdown: bool,
     /// Work directory (default: a temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -249,6 +253,9 @@ fn measure(args: &IndexArgs, mode: &str, client: Arc<dyn Client>) -> anyhow::Res
             start.elapsed().as_secs_f64() * 1e3 / args.extra_index_runs as f64,
             args.extra_index_runs
         );
+        if args.breakdown {
+            breakdown(args, mode, client.as_ref())?;
+        }
     }
     Ok(ModeResult {
         mode: mode.to_string(),
@@ -257,6 +264,60 @@ fn measure(args: &IndexArgs, mode: &str, client: Arc<dyn Client>) -> anyhow::Res
         speedup: super::median(&ratios),
         cells,
     })
+}
+
+/// The index path's steps timed apart, the same work `SELECT * FROM t WHERE a = ...` does:
+/// the rows of the value's entries in `^t`, then a scan of those rows of t (one interval).
+fn breakdown(args: &IndexArgs, mode: &str, client: &dyn Client) -> anyhow::Result<()> {
+    let (mut lookup, mut rows_scan, mut cells) = (0.0, 0.0, 0usize);
+    let on: Vec<String> = client
+        .table_ranges("/t")?
+        .iter()
+        .map(|r| r.location.clone())
+        .collect();
+    eprintln!("  {mode}: t's ranges, in row order, on {on:?}");
+    for n in 0..args.extra_index_runs {
+        let start = Instant::now();
+        let mut prefix = b"1,".to_vec();
+        client::index::escape_into(&mut prefix, value_of(n % (args.values - 1)).as_bytes());
+        prefix.push(b'\t');
+        let spec = common::ScanSpec {
+            row_intervals: vec![common::scan_spec::RowInterval::prefix(prefix)],
+            max_versions: 0,
+            keys_only: true,
+            ..common::ScanSpec::default()
+        };
+        let mut rows = Vec::new();
+        let mut s = client.scanner("/^t", spec)?;
+        while let Some(c) = s.next_cell()? {
+            rows.push(client::index::entry_row(&c.key.row).context("a malformed entry")?);
+        }
+        rows.sort_unstable();
+        rows.dedup();
+        let mid = Instant::now();
+        let spec = common::ScanSpec {
+            row_intervals: rows
+                .into_iter()
+                .map(common::scan_spec::RowInterval::row)
+                .collect(),
+            one_interval: true,
+            ..common::ScanSpec::default()
+        };
+        let mut s = client.scanner("/t", spec)?;
+        while s.next_cell()?.is_some() {
+            cells += 1;
+        }
+        lookup += (mid - start).as_secs_f64();
+        rows_scan += mid.elapsed().as_secs_f64();
+    }
+    let k = 1e3 / args.extra_index_runs as f64;
+    eprintln!(
+        "  {mode}: breakdown: ^t prefix scan {:.2} ms, key-set scan of t {:.2} ms ({} cells a query)",
+        lookup * k,
+        rows_scan * k,
+        cells / args.extra_index_runs as usize
+    );
+    Ok(())
 }
 
 fn report(args: &IndexArgs, results: &[ModeResult]) -> anyhow::Result<()> {

@@ -276,6 +276,16 @@ impl DataBlock {
         Ok(b)
     }
 
+    /// Asks the CPU to bring in what a seek in this block reads before its first entry: the
+    /// restart words, the restart offsets at the block's end and the shared prefix. A seek's
+    /// binary search then waits for one memory access instead of a chain of dependent ones (a
+    /// block met by a seek is seldom in the CPU's caches when the block cache is large).
+    pub(crate) fn prefetch_search(&self) {
+        prefetch_lines(&self.restart_words);
+        prefetch_lines(&self.data[self.entries_end..]);
+        prefetch_lines(&self.data[self.shared_prefix.clone()]);
+    }
+
     pub(crate) fn restart(&self, i: usize) -> usize {
         read_u32(&self.data, self.entries_end + 4 * i) as usize
     }
@@ -328,6 +338,30 @@ impl DataBlock {
     pub(crate) fn weight(&self) -> u64 {
         (self.data.len() + 8 * self.restart_words.len()).max(1) as u64
     }
+}
+
+/// Prefetches the cache lines of `s` (a hint: no effect on what the program computes).
+fn prefetch_lines<T>(s: &[T]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let start = s.as_ptr().cast::<i8>();
+        let len = std::mem::size_of_val(s);
+        let mut off = 0;
+        while off < len {
+            // SAFETY: a prefetch reads nothing the program sees and cannot fault; the address
+            // lies inside `s`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(off)) };
+            off += 64;
+        }
+        if len > 0 {
+            // The last line, when `s` starts in the middle of one.
+            // SAFETY: as above, the last byte of `s`.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.add(len - 1)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = s;
 }
 
 /// One decoded entry header: where its pieces lie in the block.

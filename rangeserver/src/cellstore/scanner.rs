@@ -200,6 +200,9 @@ impl CellStoreScanner {
             self.set_block(idx)?;
         }
         let b = self.block.as_ref().expect("set_block succeeded");
+        if !same {
+            b.prefetch_search();
+        }
         let start = b.restart(b.restarts_below(target).saturating_sub(1));
         if !(forward && same && start <= self.next) {
             self.next = start;
