@@ -280,10 +280,22 @@ impl DataBlock {
     /// restart words, the restart offsets at the block's end and the shared prefix. A seek's
     /// binary search then waits for one memory access instead of a chain of dependent ones (a
     /// block met by a seek is seldom in the CPU's caches when the block cache is large).
+    /// In a block of many restart points (small cells) only the words the search's first
+    /// three steps read and none of the offsets are asked for, so that a seek asks for a few
+    /// lines, not every line of a large table.
     pub(crate) fn prefetch_search(&self) {
-        prefetch_lines(&self.restart_words);
-        prefetch_lines(&self.data[self.entries_end..]);
-        prefetch_lines(&self.data[self.shared_prefix.clone()]);
+        let words = &self.restart_words;
+        if words.len() <= PREFETCH_ALL_WORDS {
+            prefetch_lines(words);
+            prefetch_lines(&self.data[self.entries_end..]);
+        } else {
+            for i in 1..8 {
+                prefetch_lines(&words[i * words.len() / 8..][..1]);
+            }
+        }
+        let prefix =
+            self.shared_prefix.start..self.shared_prefix.end.min(self.shared_prefix.start + 64);
+        prefetch_lines(&self.data[prefix]);
     }
 
     pub(crate) fn restart(&self, i: usize) -> usize {
@@ -339,6 +351,10 @@ impl DataBlock {
         (self.data.len() + 8 * self.restart_words.len()).max(1) as u64
     }
 }
+
+/// Restart points up to which [`DataBlock::prefetch_search`] asks for the whole search table
+/// (8 cache lines of words, 4 of offsets).
+const PREFETCH_ALL_WORDS: usize = 64;
 
 /// Prefetches the cache lines of `s` (a hint: no effect on what the program computes).
 fn prefetch_lines<T>(s: &[T]) {
