@@ -1,5 +1,6 @@
 //! `ht bench index` at a small size, embedded and on a local cluster: the bench fails unless
-//! the index query and the full scan return the same cells, and ends with a summary per mode.
+//! the index query and the full scan return the same cells, and ends with a summary per mode;
+//! `--breakdown` times the index path's steps apart.
 
 use std::process::Command;
 
@@ -18,6 +19,9 @@ fn the_small_index_bench_agrees_with_the_scan_and_prints_its_summary() {
             "2",
             "--rangeservers",
             "1",
+            "--extra-index-runs",
+            "3",
+            "--breakdown",
             "--no-record",
             "--dir",
         ])
@@ -36,6 +40,12 @@ fn the_small_index_bench_agrees_with_the_scan_and_prints_its_summary() {
         assert!(
             stdout.contains(&format!("{mode} run 2: index ")) && stdout.contains("(80 cells)"),
             "{stdout}"
+        );
+        // The breakdown's two steps find the same rows and cells as the query.
+        assert!(
+            stderr.contains(&format!("{mode}: breakdown: ^t prefix scan "))
+                && stderr.contains("(80 cells a query)"),
+            "no {mode} breakdown in\n{stderr}"
         );
     }
 }

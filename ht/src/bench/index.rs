@@ -266,8 +266,9 @@ fn measure(args: &IndexArgs, mode: &str, client: Arc<dyn Client>) -> anyhow::Res
     })
 }
 
-/// The index path's steps timed apart, the same work `SELECT * FROM t WHERE a = ...` does:
-/// the rows of the value's entries in `^t`, then a scan of those rows of t (one interval).
+/// The index path's steps timed apart, as `SELECT * FROM t WHERE a = ...` runs them: the
+/// candidate rows from `^t` (`client::index::candidate_rows`), then a scan of those rows of t
+/// (one interval).
 fn breakdown(args: &IndexArgs, mode: &str, client: &dyn Client) -> anyhow::Result<()> {
     let (mut lookup, mut rows_scan, mut cells) = (0.0, 0.0, 0usize);
     let on: Vec<String> = client
@@ -276,24 +277,19 @@ fn breakdown(args: &IndexArgs, mode: &str, client: &dyn Client) -> anyhow::Resul
         .map(|r| r.location.clone())
         .collect();
     eprintln!("  {mode}: t's ranges, in row order, on {on:?}");
+    let schema = client.table_schema("/t")?;
+    let family = schema.family("a").context("t has no family a")?.id;
     for n in 0..args.extra_index_runs {
         let start = Instant::now();
-        let mut prefix = b"1,".to_vec();
-        client::index::escape_into(&mut prefix, value_of(n % (args.values - 1)).as_bytes());
-        prefix.push(b'\t');
-        let spec = common::ScanSpec {
-            row_intervals: vec![common::scan_spec::RowInterval::prefix(prefix)],
-            max_versions: 0,
-            keys_only: true,
-            ..common::ScanSpec::default()
+        let test = common::iterators::ValuePredicate {
+            family,
+            qualifier: None,
+            test: common::iterators::ValueTest::Equals(
+                value_of(n % (args.values - 1)).into_bytes(),
+            ),
         };
-        let mut rows = Vec::new();
-        let mut s = client.scanner("/^t", spec)?;
-        while let Some(c) = s.next_cell()? {
-            rows.push(client::index::entry_row(&c.key.row).context("a malformed entry")?);
-        }
-        rows.sort_unstable();
-        rows.dedup();
+        let rows = client::index::candidate_rows(client, "/t", &schema, &[test], usize::MAX)?
+            .context("the index of t cannot answer a = '...'")?;
         let mid = Instant::now();
         let spec = common::ScanSpec {
             row_intervals: rows
